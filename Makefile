@@ -1,0 +1,48 @@
+# Every target sets up .venv on first use, so a fresh clone needs nothing but Python 3.11+.
+#   make lab      the course in JupyterLab (127.0.0.1, token auth), lesson 00 open
+#   make test     the whole test suite (GPU tests skip with a reason without a GPU)
+#   make grade    grade your own notebook:  make grade LESSON=00_getting_started
+#   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
+#   make notebooks  regenerate notebooks/ from solutions/ (maintainers; overwrites learner copies)
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+LESSON ?= 00_getting_started
+
+# With an NVIDIA GPU, plain `torch` is the CUDA build and brings the Triton it was built with.
+# Without one, torch 2.13.0's CPU build and the newest Triton (whose interpreter runs kernels
+# on the CPU). Override either: make lab TORCH_SPEC='torch==2.9.1'
+HAS_GPU    := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
+# Set to https://download.pytorch.org/whl/cpu (or a CUDA index) to take torch from PyTorch's index.
+TORCH_INDEX_URL ?=
+PIP_TORCH_FLAGS := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
+
+.PHONY: lab test grade doctor notebooks clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(PIP_TORCH_FLAGS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m tilegym_edu.compat --repair
+	touch $@
+
+lab: $(BIN)/.installed
+	$(BIN)/tilegym-edu lab
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+grade: $(BIN)/.installed
+	$(BIN)/tilegym-edu grade $(LESSON)
+
+doctor: $(BIN)/.installed
+	$(BIN)/tilegym-edu doctor
+
+notebooks: $(BIN)/.installed
+	$(BIN)/tilegym-edu generate
+
+clean:
+	rm -rf .grading
