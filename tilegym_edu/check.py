@@ -1,0 +1,150 @@
+"""Correctness: a function against a float64 reference, over fresh random inputs.
+
+For every case (a set of parameters such as a shape and a dtype) and every seed, inputs are drawn
+fresh, the function runs, and its output is compared with the reference computed in float64 on
+the CPU. The error is the relative norm ``‖out - ref‖ / ‖ref‖``; it must not exceed the
+tolerance of the output dtype, and a NaN or inf anywhere fails whatever the norm says. The
+output's shape and dtype must be what the reference says, and the inputs must come back
+unmodified. Each failure names the case, seed, error and the first bad element.
+
+Poisoning: outputs a function allocates while it is checked are filled with NaN first (see
+:mod:`tilegym_edu.grading`), so an element the kernel never writes cannot pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import torch
+
+from tilegym_edu import device
+
+#: largest relative error ‖out − ref‖ / ‖ref‖ accepted for an output of each dtype. float32 has
+#: room for reductions in a different order and for Triton's tf32 tl.dot on GPUs (~3e-4).
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float64: 1e-10,
+    torch.float32: 1e-3,
+    torch.float16: 3e-3,
+    torch.bfloat16: 2e-2,
+}
+
+Case = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The outcome of one case and seed."""
+
+    case: Case
+    seed: int
+    passed: bool
+    error: float | None = None        # relative error, when the output could be compared
+    message: str = ""                 # why it failed (empty when it passed)
+
+    def describe(self) -> str:
+        params = ", ".join(f"{k}={_show(v)}" for k, v in self.case.items())
+        err = "" if self.error is None else f", relative error {self.error:.3g}"
+        return f"case ({params}), seed {self.seed}{err}: {self.message or 'passed'}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (the plain norm of ``out`` when ``ref`` is all zeros)."""
+    out64, ref64 = out.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
+    scale = torch.linalg.vector_norm(ref64).item() or 1.0
+    return torch.linalg.vector_norm(out64 - ref64).item() / scale
+
+
+def first_bad_index(out: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[int, ...]:
+    """The first element (row-major) that is not finite or off by more than ``tol`` times the
+    largest reference magnitude; the largest error's index when no single element stands out."""
+    out64, ref64 = out.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
+    diff = (out64 - ref64).abs()
+    bad = ~torch.isfinite(out64) | (diff > tol * ref64.abs().max().clamp_min(1e-30))
+    flat = bad.flatten().nonzero()
+    index = flat[0, 0].item() if len(flat) else torch.nan_to_num(diff, nan=float("inf")).argmax().item()
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(index), out.shape)) if out.dim() else ()
+
+
+def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
+                   tolerances: Mapping[torch.dtype, float] | None = None
+                   ) -> tuple[bool, float | None, str]:
+    """(passed, relative error, message) for one output against its float64 reference.
+    ``tolerances`` overrides :data:`TOLERANCES` for the dtypes it names."""
+    if not isinstance(out, torch.Tensor):
+        return False, None, f"returned {type(out).__name__}, expected a torch.Tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, None, f"returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    if out.dtype != dtype:
+        return False, None, f"returned dtype {_show(out.dtype)}, expected {_show(dtype)}"
+    if out.numel() == 0:
+        return True, 0.0, ""
+    tol = {**TOLERANCES, **(tolerances or {})}[dtype]
+    error = relative_error(out, ref)
+    finite = bool(torch.isfinite(out.detach()).all())
+    if finite and error <= tol:
+        return True, error, ""
+    where = first_bad_index(out, ref, tol)
+    got, want = out.detach()[where].item(), ref[where].item()
+    what = "NaN or inf in the output" if not finite else f"error above the tolerance {tol:g}"
+    unwritten = " (NaN: an element the kernel never wrote?)" if got != got else ""
+    return False, error, f"{what}; first bad element {list(where)}: got {got:.6g}, expected {want:.6g}{unwritten}"
+
+
+def _to_reference(value: Any) -> Any:
+    """Inputs as the reference sees them: float tensors in float64 on the CPU."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to("cpu", torch.float64)
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    return value
+
+
+def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
+          make_inputs: Callable[[Case, torch.Generator], Sequence[Any]],
+          cases: Iterable[Case], seeds: Iterable[int] = (0, 1, 2), *,
+          tolerances: Mapping[torch.dtype, float] | None = None,
+          call: Callable[[Callable[..., Any], Sequence[Any]], Any] | None = None) -> list[CaseResult]:
+    """Run ``fn`` on every case and seed and compare each output with ``reference``.
+
+    ``make_inputs(case, generator)`` returns the arguments of ``fn`` for one case; tensors are
+    drawn with ``generator`` (on the CPU) and moved to the lesson's device. ``reference`` gets
+    the same arguments as float64 CPU tensors. The expected output dtype is ``case["dtype"]``.
+    ``call(fn, args)`` runs ``fn`` (the grader passes one that guards against shortcuts).
+    Returns one CaseResult per case and seed, in order.
+    """
+    results = []
+    for case in cases:
+        for seed in seeds:
+            generator = torch.Generator().manual_seed(seed)
+            args = tuple(make_inputs(case, generator))
+            ref = reference(*(_to_reference(a) for a in args))
+            originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+            try:
+                out = call(fn, args) if call else fn(*args)
+                if device.ON_GPU:
+                    torch.cuda.synchronize()
+            except Exception as exc:  # the learner's code failed: report it as this case's result
+                results.append(CaseResult(case, seed, False,
+                                          message=f"raised {type(exc).__name__}: {exc}"))
+                continue
+            passed, error, message = compare_output(out, ref, case["dtype"], tolerances)
+            changed = [i for i, (a, o) in enumerate(zip(args, originals))
+                       if o is not None and not torch.equal(a, o)]
+            if passed and changed:
+                passed, message = False, f"modified its input argument(s) {changed}"
+            results.append(CaseResult(case, seed, passed, error, message))
+    return results
+
+
+def random_tensor(shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator,
+                  scale: float = 1.0) -> torch.Tensor:
+    """Standard-normal values (times ``scale``) on the lesson's device: never zeros, never a
+    pattern a wrong kernel could match by luck."""
+    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64) * scale
+    return values.to(dtype).to(device.DEVICE)

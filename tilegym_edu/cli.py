@@ -1,0 +1,110 @@
+"""The `tilegym-edu` command: doctor, lab, grade, generate.
+
+    tilegym-edu doctor                 versions, GPU facts and ceilings, known-bad combinations
+    tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
+    tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
+    tilegym-edu generate [LESSON ...]  regenerate notebooks/ from solutions/ (maintainers)
+
+Exit status: 0 done, 1 grading ran and not every point was earned, 2 a usage or course error.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from tilegym_edu import course
+
+VERSIONED_PACKAGES = ("torch", "triton", "numpy", "nbgrader", "jupyterlab")
+
+
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from tilegym_edu import compat, device
+
+    import torch
+    print(f"Python      {platform.python_version()} ({sys.executable})")
+    for name in VERSIONED_PACKAGES:
+        extra = f" (CUDA {torch.version.cuda})" if name == "torch" and torch.version.cuda else ""
+        extra = " (CPU-only build)" if name == "torch" and not torch.version.cuda else extra
+        print(f"{name:<11} {_version(name)}{extra}")
+    facts = device.info()
+    if facts is None:
+        print("GPU         no GPU: interpreter mode (kernels run in Triton's CPU interpreter)")
+    else:
+        print(f"GPU         {facts.describe()}")
+        from tilegym_edu.ceilings import measure_ceilings
+        print("ceilings    measuring (once per GPU, driver and torch; cached) ...", flush=True)
+        measured = measure_ceilings(refresh=args.remeasure)
+        rates = ", ".join(f"{k} {v:.0f}" for k, v in measured.matmul_tflops.items())
+        print(f"            copy {measured.copy_gbs:,.0f} GB/s; torch.matmul TFLOP/s: {rates} "
+              f"(measured {measured.measured_on})")
+    found = compat.problems()
+    if not found:
+        print("problems    none found")
+    for problem in found:
+        print(f"PROBLEM     {problem.summary}\n  fix:      {problem.fix}")
+    return 0
+
+
+def lab(args: argparse.Namespace) -> int:
+    root = course.course_root()
+    first = sorted((root / "notebooks").glob("00_*/*.ipynb"))
+    command = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.root_dir={root / 'notebooks'}", *[str(p) for p in first[:1]],
+               *args.jupyter_args]
+    print("Starting JupyterLab on 127.0.0.1 with token authentication: open the URL with "
+          "?token=... that it prints below.")
+    return subprocess.call(command)
+
+
+def grade(args: argparse.Namespace) -> int:
+    report = course.grade(args.lesson)
+    print(course.report_json(report) if args.json else report.format_table())
+    return 0 if report.points >= report.max_points else 1
+
+
+def generate(args: argparse.Namespace) -> int:
+    for path in course.generate(args.lessons or None):
+        print(f"wrote {path}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilegym-edu", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("doctor", help="versions, GPU facts and ceilings, known-bad combinations")
+    d.add_argument("--remeasure", action="store_true", help="measure the ceilings again")
+    d.set_defaults(run=doctor)
+    la = sub.add_parser("lab", help="JupyterLab on 127.0.0.1 at notebooks/")
+    la.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    la.set_defaults(run=lab)
+    g = sub.add_parser("grade", help="grade your notebook of a lesson (never modifies it)")
+    g.add_argument("lesson", help="e.g. 00_getting_started")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.set_defaults(run=grade)
+    ge = sub.add_parser("generate", help="regenerate notebooks/ from solutions/")
+    ge.add_argument("lessons", nargs="*", help="lessons (default: all)")
+    ge.set_defaults(run=generate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except course.CourseError as exc:
+        print(f"tilegym-edu: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

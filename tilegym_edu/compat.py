@@ -1,0 +1,121 @@
+"""Known-bad combinations of installed packages: detection, the fix, and an automatic repair.
+
+``python -m tilegym_edu.compat --repair`` (run by the Makefile after every install) applies the
+fixes that are safe to apply automatically; ``tilegym-edu doctor`` lists every problem found.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+# A loop with a run-time bound is the smallest kernel that trips the numpy >= 2.4 break in
+# older Triton interpreters (triton 3.6.0 + numpy 2.4 raises "only 0-dimensional arrays can be
+# converted to Python scalars"; triton 3.9.0 is fixed).
+_INTERPRETER_PROBE = textwrap.dedent("""
+    import os
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        acc = tl.zeros((BLOCK,), tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        tl.store(out_ptr, tl.sum(acc))
+
+    x = torch.arange(10, dtype=torch.float32)
+    out = torch.empty(1)
+    total[(1,)](x, out, 10, BLOCK=4)
+    assert out.item() == 45.0, out.item()
+""")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One known-bad combination found on this machine."""
+
+    summary: str                 # what is wrong, one line
+    fix: str                     # what to do, as a command or a sentence
+    repair: tuple[str, ...] = ()  # pip arguments that fix it automatically, if it is safe to
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+    found = {}
+    for name in ("numpy", "triton", "torch"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = ""
+    return found
+
+
+def interpreter_problem() -> Problem | None:
+    """Run a small kernel with a run-time loop bound in Triton's interpreter, in a subprocess."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    result = subprocess.run([sys.executable, "-c", _INTERPRETER_PROBE], capture_output=True,
+                            text=True, timeout=300, env=env)
+    if result.returncode == 0:
+        return None
+    versions = _versions()
+    last_line = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if "0-dimensional arrays" in result.stderr:
+        return Problem(
+            summary=(f"Triton {versions['triton']}'s interpreter breaks under numpy "
+                     f"{versions['numpy']} (loops with a run-time bound fail: {last_line})"),
+            fix='pip install "numpy<2.4"   (or a Triton >= 3.9, where torch allows it)',
+            repair=("numpy<2.4",))
+    return Problem(summary=f"Triton's interpreter cannot run a simple kernel: {last_line}",
+                   fix="reinstall with `rm -rf .venv && make lab`; if it persists, report it "
+                       "with the output of `tilegym-edu doctor`")
+
+
+def cuda_build_problem() -> Problem | None:
+    """A CPU-only build of torch on a machine whose driver reports an NVIDIA GPU."""
+    import shutil
+
+    import torch
+    if torch.version.cuda is not None or shutil.which("nvidia-smi") is None:
+        return None
+    probe = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    if probe.returncode != 0 or "GPU" not in probe.stdout:
+        return None
+    return Problem(
+        summary=f"torch {torch.__version__} is a CPU-only build but this machine has an "
+                f"NVIDIA GPU ({probe.stdout.strip().splitlines()[0]})",
+        fix="rm -rf .venv && make lab   (the Makefile installs the CUDA build when "
+            "nvidia-smi finds a GPU)")
+
+
+def problems() -> list[Problem]:
+    """Every known-bad combination found on this machine."""
+    return [p for p in (interpreter_problem(), cuda_build_problem()) if p is not None]
+
+
+def repair() -> list[Problem]:
+    """Apply the automatic fixes; return the problems that remain."""
+    for problem in problems():
+        if problem.repair:
+            print(f"tilegym_edu: {problem.summary}\n  fixing: pip install {' '.join(problem.repair)}")
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *problem.repair],
+                           check=True)
+    return problems()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repair", action="store_true", help="apply the automatic fixes")
+    args = parser.parse_args(argv)
+    remaining = repair() if args.repair else problems()
+    for problem in remaining:
+        print(f"tilegym_edu: problem: {problem.summary}\n  fix: {problem.fix}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

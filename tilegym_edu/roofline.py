@@ -1,0 +1,101 @@
+"""The roofline model and its plot.
+
+A kernel that performs F floating-point operations while moving B bytes through device memory
+has arithmetic intensity I = F / B (FLOP per byte). On a GPU with peak compute P (TFLOP/s) and
+memory bandwidth W (GB/s) it cannot run faster than ``min(P, I · W)``: below the ridge point
+I = P / W it is memory-bound, above it compute-bound. The plot draws those roofs (datasheet, and
+measured ones when this GPU's ceilings are cached) on log-log axes with each measurement as a
+point, so you can see how far a kernel is from the roof above it.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from tilegym_edu import device
+from tilegym_edu.bench import Measurement
+from tilegym_edu.ceilings import cached_ceilings
+from tilegym_edu.specs import GpuSpec, find_spec, spec_by_key
+
+#: the GPU whose datasheet roofs are drawn when no GPU is present and none is named
+DEFAULT_SPEC = "h200-sxm"
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The roofline: the highest TFLOP/s a kernel of ``intensity`` FLOP/byte can reach."""
+    return min(peak_tflops, intensity * bandwidth_gbs / 1e3)
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The intensity (FLOP/byte) where the memory roof meets the compute roof."""
+    return peak_tflops * 1e3 / bandwidth_gbs
+
+
+def resolve_spec(gpu: str | None = None) -> tuple[GpuSpec, bool]:
+    """The spec to draw, and whether it is the GPU this process runs on. ``gpu`` is a spec key
+    (``"a100-sxm-80gb"``) or a device name (``"NVIDIA A100-SXM4-80GB"``)."""
+    facts = device.info()
+    if gpu is None:
+        if facts is not None and (spec := find_spec(facts.name, facts.memory_bytes)):
+            return spec, True
+        return spec_by_key(DEFAULT_SPEC), False
+    try:
+        spec = spec_by_key(gpu)
+    except KeyError:
+        spec = find_spec(gpu)
+        if spec is None:
+            raise
+    return spec, facts is not None and find_spec(facts.name, facts.memory_bytes) == spec
+
+
+def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = None,
+                  ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """Draw the roofline of ``gpu`` (default: this GPU, or an H200's datasheet without one) with
+    ``measurements`` as labelled points; returns the axes.
+
+    Measurements need ``flops`` and ``bytes``. Interpreter measurements have no GPU rate: they
+    are drawn hollow at the roof above their intensity (the best that kernel could do there).
+    """
+    spec, is_this_gpu = resolve_spec(gpu)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 5))
+    roofs = {"FP32": spec.fp32_tflops, "TF32 tensor": spec.tf32_tflops,
+             "FP16 tensor": spec.fp16_tflops}
+    roofs = {k: v for k, v in roofs.items() if v}
+    plotted = [m for m in measurements if m.intensity is not None]
+    lo = min([0.05] + [m.intensity / 3 for m in plotted])
+    hi = max([10 * ridge_point(max(roofs.values()), spec.memory_bandwidth_gbs)]
+             + [m.intensity * 3 for m in plotted])
+    x = np.logspace(np.log10(lo), np.log10(hi), 400)
+    bw = spec.memory_bandwidth_gbs
+    for (label, peak), style in zip(roofs.items(), ["-", "--", "-."]):
+        ax.plot(x, np.minimum(peak, x * bw / 1e3), style, color="black", linewidth=1.2,
+                label=f"datasheet {label}: {peak:g} TFLOP/s, {bw:,.0f} GB/s")
+    measured = cached_ceilings() if is_this_gpu else None
+    if measured:
+        for label, key in (("cuBLAS fp16", "fp16"), ("cuBLAS fp32", "fp32")):
+            peak = measured.matmul_tflops[key]
+            ax.plot(x, np.minimum(peak, x * measured.copy_gbs / 1e3), ":", color="tab:blue",
+                    label=f"measured {label}: {peak:.0f} TFLOP/s, copy {measured.copy_gbs:,.0f} GB/s")
+    for i, m in enumerate(plotted):
+        color = f"C{(i + 1) % 10}"
+        if m.interpreter:
+            y = attainable_tflops(m.intensity, max(roofs.values()), bw)
+            ax.plot(m.intensity, y, "o", mfc="none", color=color, markersize=9)
+            ax.annotate(f"{m.name} (roof above its intensity)", (m.intensity, y),
+                        textcoords="offset points", xytext=(6, -12), color=color)
+        else:
+            ax.plot(m.intensity, m.tflops, "o", color=color, markersize=8)
+            ax.annotate(f"{m.name}: {m.tflops:.3g} TFLOP/s", (m.intensity, m.tflops),
+                        textcoords="offset points", xytext=(6, 4), color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory traffic)")
+    ax.set_ylabel("TFLOP/s")
+    where = "this GPU" if is_this_gpu else "datasheet only, not the GPU measured here"
+    ax.set_title(title or f"Roofline: {spec.name} ({where})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
