@@ -195,27 +195,35 @@ def _time_interpreter(fns: Mapping[str, Callable[[], object]], rep_ms: float,
     return {name: t[1:] for name, t in times.items()}
 
 
-def compare(fns: Mapping[str, Callable[[], object]], *, flops: float | None = None,
-            bytes: float | None = None, warmup_ms: float = 25, rep_ms: float = 200,
-            flush_l2: bool = True, max_runs: int = 1000) -> list[Measurement]:
+def compare(fns: Mapping[str, Callable[[], object]], *,
+            flops: float | Mapping[str, float] | None = None,
+            bytes: float | Mapping[str, float] | None = None, warmup_ms: float = 25,
+            rep_ms: float = 200, flush_l2: bool = True, max_runs: int = 1000) -> list[Measurement]:
     """Time several functions of no arguments interleaved, one Measurement each.
 
-    ``flops`` and ``bytes`` describe one call (the same problem for every function). Set
+    ``flops`` and ``bytes`` describe one call: one number for all functions, or a mapping from
+    function name to number (functions it does not name get None). Set
     ``flush_l2=False`` only to show what a warm cache does. In interpreter mode the functions
     run a few times each and the results are labelled as interpreter time.
     """
     if not fns:
         raise ValueError("compare() needs at least one function")
+
+    def per_function(value, name):
+        return value.get(name) if isinstance(value, Mapping) else value
+
     if not device.ON_GPU:
         times = _time_interpreter(fns, rep_ms=max(rep_ms, 1000), max_runs=min(max_runs, 5))
-        return [Measurement(name, tuple(t), flops, bytes, interpreter=True,
-                            device="CPU (Triton interpreter)") for name, t in times.items()]
+        return [Measurement(name, tuple(t), per_function(flops, name), per_function(bytes, name),
+                            interpreter=True, device="CPU (Triton interpreter)")
+                for name, t in times.items()]
     times, graphed = _time_gpu(fns, warmup_ms, rep_ms, flush_l2, max_runs)
     facts = device.info()
     clock = device.sm_clock_mhz()
     results = []
     for name, t in times.items():
-        m = Measurement(name, tuple(t), flops, bytes, device=facts.name, sm_clock_mhz=clock,
+        m = Measurement(name, tuple(t), per_function(flops, name), per_function(bytes, name),
+                        device=facts.name, sm_clock_mhz=clock,
                         cuda_graph=graphed[name], l2_flushed=flush_l2)
         results.append(replace(m, problem=roofline_problem(m, facts.name, facts.memory_bytes)))
     return results
@@ -242,8 +250,8 @@ def format_table(measurements: list[Measurement], baseline: str | None = None) -
     rows = []
     for m in measurements:
         row = [m.name, f"{m.median_ms:.4g}", f"{m.p20_ms:.4g}-{m.p80_ms:.4g}", str(m.runs),
-               "-" if m.tflops is None else f"{m.tflops:.3g}",
-               "-" if m.gbs is None else f"{m.gbs:,.0f}"]
+               "-" if m.tflops is None or m.interpreter else f"{m.tflops:.3g}",
+               "-" if m.gbs is None or m.interpreter else f"{m.gbs:,.0f}"]
         if baseline:
             row.append(f"{by_name[baseline].median_ms / m.median_ms:.2f}x")
         rows.append(row)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -43,7 +44,15 @@ def _decide_mode() -> str:
         mode = "interpreter"
     else:
         mode = "gpu" if torch.cuda.is_available() else "interpreter"
-    if mode == "interpreter":
+    if mode == "interpreter" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        if "triton" in sys.modules:
+            # triton.language's own helpers (tl.sigmoid, tl.cdiv, ...) were already built for a
+            # GPU and fail in the interpreter with "Cannot call @triton.jit'd outside of the
+            # scope of a kernel".
+            raise RuntimeError(
+                "triton was imported before tilegym_edu, and there is no GPU: restart the "
+                "kernel (or Python) and put `import tilegym_edu` before `import triton`, or set "
+                "TRITON_INTERPRET=1 before starting Python.")
         os.environ["TRITON_INTERPRET"] = "1"
     return mode
 
@@ -61,6 +70,13 @@ def size(gpu: T, cpu: T) -> T:
     ``n = size(gpu=2**26, cpu=10_000)``.
     """
     return gpu if ON_GPU else cpu
+
+
+def synchronize() -> None:
+    """Wait until the GPU has finished all queued work (a no-op in interpreter mode, where every
+    kernel has finished when its launch returns)."""
+    if ON_GPU:
+        torch.cuda.synchronize()
 
 
 @dataclass(frozen=True)

@@ -84,12 +84,12 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
         if m.interpreter:
             y = attainable_tflops(m.intensity, max(roofs.values()), bw)
             ax.plot(m.intensity, y, "o", mfc="none", color=color, markersize=9)
-            ax.annotate(f"{m.name} (roof above its intensity)", (m.intensity, y),
-                        textcoords="offset points", xytext=(6, -12), color=color)
+            ax.annotate(f"{m.name} (interpreter: drawn at the roof)", (m.intensity, y),
+                        textcoords="offset points", xytext=(8, -12 - 13 * i), color=color)
         else:
             ax.plot(m.intensity, m.tflops, "o", color=color, markersize=8)
             ax.annotate(f"{m.name}: {m.tflops:.3g} TFLOP/s", (m.intensity, m.tflops),
-                        textcoords="offset points", xytext=(6, 4), color=color)
+                        textcoords="offset points", xytext=(8, 4 - 13 * i), color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory traffic)")
