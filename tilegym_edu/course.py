@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -80,11 +81,16 @@ def configure(c: Config, root: Path) -> Config:
     c.DeadlineExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
     c.Autograde.autograde_preprocessors = [
         DeadlineExecute if p is Execute else p
-        for p in Autograde.autograde_preprocessors.default_value]
+        for p in Autograde.class_traits()["autograde_preprocessors"].default()]
     return c
 
 
 def _api(root: Path) -> NbGraderAPI:
+    # nbgrader runs the `alembic` executable, and the grading kernel's spec runs `python`:
+    # both must be this environment's, also when it is not activated.
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     (root / ".grading").mkdir(exist_ok=True)
     return NbGraderAPI(config=configure(Config(), root))
 

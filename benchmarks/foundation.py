@@ -1,0 +1,73 @@
+"""Foundation measurements on a GPU: the helper's ceilings against the anchors page, and lesson
+00's reference kernel against copy bandwidth. Prints a table; writes JSON with --out.
+
+    python benchmarks/foundation.py --out results.json
+
+The lesson's kernel is taken from the solution notebook itself (its single source of truth).
+"""
+from __future__ import annotations
+
+import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
+
+import argparse
+import datetime
+import json
+import platform
+from pathlib import Path
+
+import nbformat
+import torch
+import triton
+
+from tilegym_edu import bench, ceilings, device, grading
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSON00 = ROOT / "solutions" / "00_getting_started" / "00_getting_started.ipynb"
+REPEATS = 3
+
+
+def lesson00_namespace() -> dict:
+    """Run the setup cell and the cells defining silu_mul and its checker from the solution."""
+    nb = nbformat.read(LESSON00, as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if grade_id in ("setup", "silu_mul_solution", "silu_mul_checker", "bytes_solution"):
+            exec(compile(cell.source, f"{LESSON00.name}:{grade_id}", "exec"), namespace)
+    return namespace
+
+
+def silu_mul_fractions(ns: dict, n: int = 2**26) -> list[float]:
+    """silu_mul's GB/s over a copy's, measured interleaved, REPEATS times."""
+    limit = grading.Threshold("00_getting_started", "silu_mul_bandwidth", 0.0,
+                              "fraction of copy bandwidth", 0.0, "measuring", "this script")
+    sets = [ns["make_silu_inputs"]({"shape": (n,), "dtype": torch.float16},
+                                   torch.Generator().manual_seed(s)) for s in (0, 1)]
+    return [grading.assert_bandwidth_fraction(ns["silu_mul"], sets, ns["silu_mul_reference"],
+                                              torch.float16, bytes=3 * n * 2, limit=limit)
+            for _ in range(REPEATS)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    facts = device.info()
+    record = {
+        "date": datetime.date.today().isoformat(), "gpu": facts.describe(),
+        "python": platform.python_version(), "torch": torch.__version__,
+        "triton": triton.__version__, "sm_clock_after_mhz": None,
+        "copy_gbs": {f"{gib} GiB": ceilings.measure_copy_gbs(gib * 2**30) for gib in (2, 4)},
+        "matmul_tflops": {f"{name} {n}^3": ceilings.measure_matmul_tflops(name, n)
+                          for n in (4096, 8192) for name in ceilings.MATMUL_DTYPES},
+    }
+    record["measure_ceilings"] = ceilings.measure_ceilings(refresh=True).__dict__
+    record["silu_mul_fraction_of_copy"] = silu_mul_fractions(lesson00_namespace())
+    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
+    print(json.dumps(record, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()

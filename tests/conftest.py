@@ -1,0 +1,19 @@
+"""Shared fixtures. tilegym_edu is imported first: it decides the mode before triton loads."""
+import tilegym_edu  # noqa: F401
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def course_copy(tmp_path_factory) -> Path:
+    """A copy of the course (solutions/ and notebooks/) with its own .grading/ folder: one
+    gradebook for the whole test session, and the repository's own .grading/ left alone."""
+    root = tmp_path_factory.mktemp("course")
+    for folder in ("solutions", "notebooks"):
+        shutil.copytree(REPO / folder, root / folder)
+    return root

@@ -1,0 +1,94 @@
+"""The helper package on a real GPU: timing, ceilings, speed grading, lesson 00 end to end."""
+import json
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu import bench, ceilings, course, device, grading
+from tilegym_edu.specs import find_spec
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    _scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def test_mode_and_facts():
+    assert device.MODE == "gpu" and device.DEVICE == "cuda"
+    facts = device.info()
+    assert facts.sm_count > 0 and facts.memory_bytes > 2**30 and facts.l2_bytes > 2**20
+    assert "GPU mode" in device.banner()
+
+
+def test_copy_bandwidth_is_below_datasheet_and_plausible():
+    m = bench.bench(grading.copy_baseline(2**31),
+                    bytes=2**31, name="copy")
+    spec = find_spec(device.info().name, device.info().memory_bytes)
+    assert m.problem is None and m.l2_flushed and not m.interpreter
+    assert 0.5 * spec.memory_bandwidth_gbs < m.gbs <= 1.05 * spec.memory_bandwidth_gbs
+    assert m.sm_clock_mhz and m.sm_clock_mhz > 100
+
+
+def test_short_kernels_are_timed_through_cuda_graphs():
+    x = torch.randn(4096, device="cuda")
+    m = bench.bench(lambda: scale(x), bytes=2 * x.nbytes)
+    assert m.cuda_graph and m.runs >= 5 and m.median_ms < 1
+
+
+def test_warm_cache_is_faster_than_flushed_for_small_inputs():
+    x = torch.randn(2**20, device="cuda")
+    cold, warm = (bench.bench(lambda: scale(x), bytes=2 * x.nbytes, flush_l2=f) for f in (True, False))
+    assert warm.median_ms < cold.median_ms
+
+
+def test_a_measurement_above_the_roofline_is_rejected():
+    x = torch.randn(2**26, device="cuda")
+    m = bench.bench(lambda: scale(x), bytes=100 * 2 * x.nbytes)   # claims 100x the real bytes
+    assert m.problem and "measurement error" in m.problem
+
+
+def test_measure_ceilings_caches_per_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    first = ceilings.measure_ceilings()
+    assert first.copy_gbs > 100 and first.matmul_tflops["fp16"] > first.matmul_tflops["fp32"]
+    assert ceilings.cached_ceilings() == first == ceilings.measure_ceilings()
+    assert json.loads(ceilings.cache_path().read_text())
+
+
+def test_assert_speedup_measures_a_real_speedup():
+    n = 2**26
+    sets = [(torch.randn(n, device="cuda"),) for _ in range(2)]
+    slow = lambda x: (x * 1.0).add_(x).sub_(x).mul_(2.0).div_(2.0).mul_(2.0)  # 5 passes
+    limit = grading.Threshold("test", "scale", 1.5, "speedup over a 6-pass version", 3.0,
+                              "test", "test")
+    speedup = grading.assert_speedup(scale, slow, sets, lambda x: 2 * x, torch.float32, limit,
+                                     bytes=2 * 4 * n)
+    assert speedup > 1.5
+
+
+def test_guard_allows_triton_and_blocks_cublas():
+    x = torch.randn(1000, device="cuda")
+    assert torch.equal(grading.guarded_call(scale, (x,)), 2 * x)
+    with pytest.raises(grading.LibraryShortcut):
+        grading.guarded_call(lambda a: a @ a.T, (torch.randn(8, 8, device="cuda"),))
+
+
+def test_lesson00_graded_end_to_end(course_copy):
+    """The solution earns every point on a GPU; the blank learner notebook earns none."""
+    solution = course.grade("00_getting_started", course_copy / "solutions" / "00_getting_started",
+                            root=course_copy, student="gpu_solution")
+    print(solution.format_table())
+    assert solution.points == solution.max_points == 8, solution.format_table()
+    blank = course.grade("00_getting_started", root=course_copy, student="gpu_blank")
+    print(blank.format_table())
+    assert [e.points for e in blank.exercises] == [0, 0, 0]
