@@ -163,6 +163,9 @@ def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms:
         runners[name], graphed[name] = (replay, True) if replay else (fn, False)
     runs = max(5, min(max_runs, int(rep_ms / max(sum(estimates.values()), 1e-3))))
     flush = _flush_buffer() if flush_l2 else None
+    # Without a flush, something must still keep the GPU busy while the host enqueues the timed
+    # work, or the host's launch latency lands inside the timed region: a ~50 µs spin does.
+    spin_cycles = 100_000
     names = list(runners)
     events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                      for _ in range(runs)] for name in names}
@@ -172,6 +175,8 @@ def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms:
         for name in order:
             if flush is not None:
                 flush.zero_()
+            else:
+                torch.cuda._sleep(spin_cycles)
             start, end = events[name][r]
             start.record()
             runners[name]()

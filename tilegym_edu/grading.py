@@ -210,27 +210,26 @@ def copy_baseline(nbytes: int) -> Callable[[], Any]:
 
 def assert_bandwidth_fraction(candidate: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
                               reference: Callable[..., torch.Tensor], dtype: torch.dtype,
-                              bytes: float, limit: Threshold) -> float:
+                              bytes: float, limit: Threshold) -> None:
     """A memory-bound kernel's GB/s as a fraction of a device-to-device copy's, measured
-    interleaved in this process; fails below ``limit``. Returns the fraction."""
+    interleaved in this process; fails below ``limit``.
+
+    Returns None on purpose, like every assert_* here: nbgrader takes a number left as a test
+    cell's result for partial credit."""
     require_gpu(limit.metric)
     yours, copy = measure_speed(candidate, {"copy": copy_baseline(int(bytes))}, input_sets,
                                 reference, dtype, bytes=bytes)
-    fraction = yours.gbs / copy.gbs
-    assert_ratio(fraction, limit)
-    return fraction
+    assert_ratio(yours.gbs / copy.gbs, limit)
 
 
 def assert_speedup(candidate: Callable[..., Any], baseline: Callable[..., Any],
                    input_sets: Sequence[Sequence[Any]], reference: Callable[..., torch.Tensor],
                    dtype: torch.dtype, limit: Threshold, *, flops: float | None = None,
-                   bytes: float | None = None) -> float:
+                   bytes: float | None = None) -> None:
     """``candidate``'s speed over ``baseline``'s (same inputs), measured interleaved in this
-    process; fails below ``limit``. Returns the speedup."""
+    process; fails below ``limit``. Returns None (see assert_bandwidth_fraction)."""
     require_gpu(limit.metric)
     args = input_sets[0]
     yours, base = measure_speed(candidate, {"baseline": lambda: baseline(*args)}, input_sets,
                                 reference, dtype, flops=flops, bytes=bytes)
-    speedup = base.median_ms / yours.median_ms
-    assert_ratio(speedup, limit)
-    return speedup
+    assert_ratio(base.median_ms / yours.median_ms, limit)
