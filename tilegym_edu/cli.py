@@ -55,15 +55,18 @@ def doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def lab(args: argparse.Namespace) -> int:
-    root = course.course_root()
+def lab_command(root, extra: list[str]) -> list[str]:
+    """JupyterLab at ``root``/notebooks with the first lesson open. It listens on 127.0.0.1 only
+    and keeps Jupyter's token authentication; ``extra`` arguments (e.g. ``--ip``) override."""
     first = sorted((root / "notebooks").glob("00_*/*.ipynb"))
-    command = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.root_dir={root / 'notebooks'}", *[str(p) for p in first[:1]],
-               *args.jupyter_args]
+    return [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.root_dir={root / 'notebooks'}", *[str(p) for p in first[:1]], *extra]
+
+
+def lab(args: argparse.Namespace) -> int:
     print("Starting JupyterLab on 127.0.0.1 with token authentication: open the URL with "
           "?token=... that it prints below.")
-    return subprocess.call(command)
+    return subprocess.call(lab_command(course.course_root(), args.jupyter_args))
 
 
 def grade(args: argparse.Namespace) -> int:

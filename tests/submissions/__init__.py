@@ -1,0 +1,32 @@
+"""Known-wrong (and known-right) submissions, made from a lesson's solution notebook by
+replacing the source of named cells: each says exactly what it gets wrong."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A solution notebook with some cells edited; ``loses`` names the graded cells whose
+    points it must lose, and nothing else."""
+
+    name: str
+    edits: dict[str, tuple[str, str]] = field(default_factory=dict)  # grade_id -> (old, new)
+    loses: tuple[str, ...] = ()
+    reason: str = ""   # a phrase the grade table's reason must contain
+
+    def write(self, solution: Path, folder: Path) -> Path:
+        """Write this submission of ``solution`` into ``folder``; return the folder."""
+        nb = nbformat.read(solution, as_version=4)
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in self.edits:
+                old, new = self.edits[grade_id]
+                assert old in cell.source, f"{self.name}: {old!r} not in cell {grade_id}"
+                cell.source = cell.source.replace(old, new)
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / solution.name)
+        return folder

@@ -1,0 +1,104 @@
+"""Course plumbing: notebooks/ is what nbgrader makes of solutions/, notebooks are committed
+clean, and the command line reports errors in one line with exit status 2."""
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from tilegym_edu import cli, course
+from tests.conftest import REPO
+
+ALL_NOTEBOOKS = sorted(REPO.glob("solutions/*/*.ipynb")) + sorted(REPO.glob("notebooks/*/*.ipynb"))
+
+
+def test_lessons_are_the_folders_of_solutions():
+    assert course.lessons(REPO)[0] == "00_getting_started"
+    assert all((REPO / "notebooks" / lesson).is_dir() for lesson in course.lessons(REPO))
+
+
+def test_learner_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
+    shutil.copytree(REPO / "solutions", tmp_path / "solutions")
+    generated = course.generate(root=tmp_path)
+    assert generated
+    for path in generated:
+        committed = REPO / "notebooks" / path.parent.name / path.name
+        assert committed.exists(), f"{committed} is missing: run `make notebooks`"
+        assert json.loads(committed.read_text()) == json.loads(path.read_text()), \
+            f"{committed} is stale: run `make notebooks` and commit the result"
+    committed = {p.relative_to(REPO / "notebooks") for p in (REPO / "notebooks").glob("*/*.ipynb")}
+    assert committed == {p.relative_to(tmp_path / "notebooks") for p in generated}
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: str(p.relative_to(REPO)))
+def test_committed_notebooks_have_no_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
+
+
+@pytest.mark.parametrize("path", sorted(REPO.glob("notebooks/*/*.ipynb")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_learner_notebooks_hold_no_solutions_or_hidden_tests(path):
+    text = path.read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "hidden_cases"):
+        assert marker not in text
+
+
+def test_nbgrader_config_points_at_the_course():
+    from traitlets.config import Config
+    config = Config()
+    source = (REPO / "nbgrader_config.py").read_text()
+    exec(compile(source, "nbgrader_config.py", "exec"), {"get_config": lambda: config,
+                                                         "__file__": str(REPO / "nbgrader_config.py")})
+    assert config.CourseDirectory.source_directory == "solutions"
+    assert config.CourseDirectory.root == str(REPO)
+    assert ".grading" in config.CourseDirectory.db_url
+
+
+def test_grading_an_unknown_lesson_is_a_one_line_error(capsys):
+    assert cli.main(["grade", "99_no_such_lesson"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no lesson '99_no_such_lesson'" in err
+
+
+def test_grading_a_broken_notebook_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    shutil.copytree(REPO / "solutions", tmp_path / "solutions")
+    learner = tmp_path / "notebooks" / "00_getting_started"
+    learner.mkdir(parents=True)
+    (learner / "00_getting_started.ipynb").write_text('{"cells": [ not json')
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(tmp_path))
+    assert cli.main(["grade", "00_getting_started"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a valid notebook" in err
+
+
+def test_deadline_execute_caps_each_cell_at_what_is_left(monkeypatch):
+    execute = course.DeadlineExecute(timeout=600, notebook_timeout=100)
+    execute._deadline = __import__("time").monotonic() + 42
+    assert 40 <= execute._get_timeout(nbformat.v4.new_code_cell("1")) <= 42
+    execute._deadline = __import__("time").monotonic() - 5
+    assert execute._get_timeout(nbformat.v4.new_code_cell("1")) == 1
+
+
+def test_grade_report_table_and_json():
+    report = course.GradeReport("00_getting_started", "learner", [
+        course.ExerciseResult("nb", "test_a", 4, 4, "passed"),
+        course.ExerciseResult("nb", "test_b", 0, 2, "needs GPU", "NeedsGPU: needs an NVIDIA GPU")],
+        ["/x/feedback.html"])
+    table = report.format_table()
+    assert "test_a" in table and "needs GPU" in table and "total: 4/6" in table
+    assert "feedback: /x/feedback.html" in table
+    data = json.loads(course.report_json(report))
+    assert data["points"] == 4 and data["max_points"] == 6
+    assert data["exercises"][1]["status"] == "needs GPU"
+
+
+@pytest.mark.slow
+def test_cli_grade_json_for_the_learner_notebook(course_copy, monkeypatch, capsys):
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(course_copy))
+    assert cli.main(["grade", "00_getting_started", "--json"]) == 1   # a blank notebook
+    data = json.loads(capsys.readouterr().out)
+    assert data["lesson"] == "00_getting_started" and data["points"] == 0
+    assert [e["exercise"] for e in data["exercises"]] == [
+        "test_silu_mul_correct", "test_bytes", "test_silu_mul_bandwidth"]
