@@ -20,6 +20,7 @@ FRESH_IMPORTS = {
     "bogus mode": ("import tilegym_edu", {"TILEGYM_MODE": "bogus"}),
     "gpu mode": ("import tilegym_edu", {"TILEGYM_MODE": "gpu"}),
     "triton first": ("import triton\nimport tilegym_edu", {}),
+    "gpu mode, interpret set": ("import tilegym_edu", {"TILEGYM_MODE": "gpu", "TRITON_INTERPRET": "1"}),
     "triton first, interpret set": ("import triton\nimport tilegym_edu\n"
                                     "print(tilegym_edu.device.MODE)", {"TRITON_INTERPRET": "1"}),
 }
@@ -160,3 +161,9 @@ def test_triton_imported_first_is_fine_with_the_interpret_flag_set(fresh_imports
     result = fresh_imports["triton first, interpret set"]
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "interpreter"
+
+
+def test_forced_gpu_mode_contradicting_the_interpret_flag_fails(fresh_imports):
+    result = fresh_imports["gpu mode, interpret set"]
+    assert result.returncode != 0
+    assert "ValueError" in result.stderr and "contradicts TRITON_INTERPRET=1" in result.stderr

@@ -19,8 +19,9 @@ import torch
 
 from tilegym_edu import device
 
-#: largest relative error ‖out − ref‖ / ‖ref‖ accepted for an output of each dtype. float32 has
-#: room for reductions in a different order and for Triton's tf32 tl.dot on GPUs (~3e-4).
+#: largest relative error ‖out − ref‖ / ‖ref‖ accepted for an output of each dtype (other dtypes,
+#: integers and bools, must match exactly). float32 has room for reductions in a different order
+#: and for Triton's tf32 tl.dot on GPUs (~3e-4).
 TOLERANCES: dict[torch.dtype, float] = {
     torch.float64: 1e-10,
     torch.float32: 1e-3,
@@ -84,7 +85,7 @@ def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
         return False, None, f"returned dtype {_show(out.dtype)}, expected {_show(dtype)}"
     if out.numel() == 0:
         return True, 0.0, ""
-    tol = {**TOLERANCES, **(tolerances or {})}[dtype]
+    tol = {**TOLERANCES, **(tolerances or {})}.get(dtype, 0.0)  # integers and bools: exact
     error = relative_error(out, ref)
     finite = bool(torch.isfinite(out.detach()).all())
     if finite and error <= tol:

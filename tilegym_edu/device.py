@@ -33,6 +33,9 @@ def _decide_mode() -> str:
     forced = os.environ.get(MODE_VARIABLE, "").strip().lower()
     if forced and forced not in MODES:
         raise ValueError(f"{MODE_VARIABLE}={forced!r} is not a mode; use one of {MODES}")
+    if forced == "gpu" and os.environ.get("TRITON_INTERPRET", "0") == "1":
+        raise ValueError(f"{MODE_VARIABLE}=gpu contradicts TRITON_INTERPRET=1 (Triton would run "
+                         "kernels in its CPU interpreter): unset one of the two.")
     if forced == "gpu" and not torch.cuda.is_available():
         raise RuntimeError(
             f"{MODE_VARIABLE}=gpu but PyTorch sees no CUDA GPU (torch {torch.__version__}, "

@@ -55,7 +55,7 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
     """Draw the roofline of ``gpu`` (default: this GPU, or an H200's datasheet without one) with
     ``measurements`` as labelled points; returns the axes.
 
-    Measurements need ``flops`` and ``bytes``. Interpreter measurements have no GPU rate: they
+    Measurements need ``flops`` and ``bytes`` (those without FLOPs are left out). Interpreter measurements have no GPU rate: they
     are drawn hollow at the roof above their intensity (the best that kernel could do there).
     """
     spec, is_this_gpu = resolve_spec(gpu)
@@ -64,7 +64,7 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
     roofs = {"FP32": spec.fp32_tflops, "TF32 tensor": spec.tf32_tflops,
              "FP16 tensor": spec.fp16_tflops}
     roofs = {k: v for k, v in roofs.items() if v}
-    plotted = [m for m in measurements if m.intensity is not None]
+    plotted = [m for m in measurements if m.intensity]  # no FLOPs (a copy): not on this plot
     lo = min([0.05] + [m.intensity / 3 for m in plotted])
     hi = max([10 * ridge_point(max(roofs.values()), spec.memory_bandwidth_gbs)]
              + [m.intensity * 3 for m in plotted])

@@ -1,0 +1,103 @@
+"""compat: detection of known-bad package combinations, and the automatic repair."""
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tilegym_edu import compat
+from tilegym_edu.compat import Problem
+
+NUMPY_BREAK = ("Traceback (most recent call last):\n  ...\n"
+               "TypeError: only 0-dimensional arrays can be converted to Python scalars\n")
+
+
+def fake_run(monkeypatch, returncode, stdout="", stderr=""):
+    """subprocess.run answering every command with this result; returns the list of commands."""
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        return subprocess.CompletedProcess(cmd, returncode, stdout=stdout, stderr=stderr)
+    monkeypatch.setattr(subprocess, "run", run)
+    return calls
+
+
+def test_the_installed_interpreter_runs_the_probe():
+    assert compat.interpreter_problem() is None  # triton 3.9 + numpy 2.4 work together
+
+
+def test_the_numpy_break_is_recognised_and_repairable(monkeypatch):
+    calls = fake_run(monkeypatch, 1, stderr=NUMPY_BREAK)
+    problem = compat.interpreter_problem()
+    assert problem.repair == ("numpy<2.4",)
+    assert 'numpy<2.4' in problem.fix
+    assert "only 0-dimensional arrays" in problem.summary and "numpy" in problem.summary
+    cmd, kwargs = calls[0]
+    assert cmd[:2] == [sys.executable, "-c"] and kwargs["env"]["TRITON_INTERPRET"] == "1"
+
+
+@pytest.mark.parametrize("stderr, last_line", [("RuntimeError: something else\n", "RuntimeError: something else"),
+                                               ("", "(no output)")])
+def test_another_failure_is_a_problem_without_repair(monkeypatch, stderr, last_line):
+    fake_run(monkeypatch, 1, stderr=stderr)
+    problem = compat.interpreter_problem()
+    assert problem.repair == ()
+    assert problem.summary.endswith(last_line) and "tilegym-edu doctor" in problem.fix
+
+
+def test_cuda_build_problem_needs_nvidia_smi(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert compat.cuda_build_problem() is None
+
+
+def test_cpu_torch_on_a_gpu_machine_is_a_problem(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(torch.version, "cuda", None)
+    fake_run(monkeypatch, 0, stdout="GPU 0: NVIDIA H200 (UUID: GPU-1234)\n")
+    problem = compat.cuda_build_problem()
+    assert "CPU-only build" in problem.summary and "NVIDIA H200" in problem.summary
+    assert "make lab" in problem.fix and problem.repair == ()
+
+
+@pytest.mark.parametrize("cuda, returncode, stdout", [
+    ("12.8", 0, "GPU 0: NVIDIA H200\n"),   # a CUDA build: fine
+    (None, 9, ""),                         # nvidia-smi fails
+    (None, 0, "No devices were found\n"),  # no GPU listed
+])
+def test_no_cuda_build_problem(monkeypatch, cuda, returncode, stdout):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    fake_run(monkeypatch, returncode, stdout=stdout)
+    assert compat.cuda_build_problem() is None
+
+
+def test_problems_lists_what_the_checks_find(monkeypatch):
+    found = Problem("interpreter broken", "fix it")
+    monkeypatch.setattr(compat, "interpreter_problem", lambda: found)
+    monkeypatch.setattr(compat, "cuda_build_problem", lambda: None)
+    assert compat.problems() == [found]
+
+
+def test_repair_installs_the_safe_fixes_and_checks_again(monkeypatch, capsys):
+    fixable, manual = Problem("numpy too new", "pin it", ("numpy<2.4",)), Problem("other", "by hand")
+    answers = iter([[fixable, manual], [manual]])
+    monkeypatch.setattr(compat, "problems", lambda: next(answers))
+    calls = fake_run(monkeypatch, 0)
+    assert compat.repair() == [manual]
+    assert [cmd for cmd, _ in calls] == [[sys.executable, "-m", "pip", "install", "--quiet", "numpy<2.4"]]
+    assert "fixing: pip install numpy<2.4" in capsys.readouterr().out
+
+
+def test_main_prints_problems_and_returns_zero(monkeypatch, capsys):
+    monkeypatch.setattr(compat, "problems", lambda: [Problem("it is broken", "do this")])
+    assert compat.main([]) == 0
+    assert capsys.readouterr().out == "tilegym_edu: problem: it is broken\n  fix: do this\n"
+
+
+def test_main_repair_prints_what_remains(monkeypatch, capsys):
+    monkeypatch.setattr(compat, "repair", lambda: [])
+    monkeypatch.setattr(compat, "problems", lambda: pytest.fail("--repair must not only list"))
+    assert compat.main(["--repair"]) == 0
+    assert capsys.readouterr().out == ""

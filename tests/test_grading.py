@@ -1,0 +1,300 @@
+"""grading: the shortcut guard, NaN poisoning, assert_correct, thresholds, and speed checks
+without a GPU."""
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from tilegym_edu import check, device, grading
+from tilegym_edu.grading import LibraryShortcut, NeedsGPU
+
+THRESHOLDS = Path(grading.__file__).with_name("thresholds.toml")
+
+interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+
+
+@triton.jit
+def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+def triton_double(x):
+    out = torch.empty_like(x)
+    _double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def triton_double_first_half(x):
+    """Launches too few programs: the tail of ``out`` is never written."""
+    out = torch.empty_like(x)
+    _double_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def reference(x):
+    return 2 * x
+
+
+def make_inputs(case, generator):
+    return (check.random_tensor(case["shape"], case["dtype"], generator),)
+
+
+CASES = [{"shape": (3000,), "dtype": torch.float32}]
+
+
+# guarded_call ------------------------------------------------------------------------------------
+
+def test_a_triton_kernel_runs_under_the_guard():
+    x = torch.randn(3000)
+    assert torch.equal(grading.guarded_call(triton_double, (x,)), 2 * x)
+
+
+@pytest.mark.parametrize("op", [
+    lambda a: torch.empty(4, 4), lambda a: torch.zeros(3, dtype=torch.int64),
+    lambda a: a.view(16), lambda a: a.reshape(2, 8), lambda a: a.t().contiguous(),
+    lambda a: a[1:, :2], lambda a: a.clone(), lambda a: torch.empty(4, 4).copy_(a),
+    lambda a: a.to(torch.float16), lambda a: a.unsqueeze(0).expand(3, 4, 4),
+    lambda a: torch.full((2,), 3.0), lambda a: a.new_zeros(3).fill_(1.0),
+], ids=["empty", "zeros", "view", "reshape", "t-contiguous", "slice", "clone", "copy_", "to",
+        "expand", "full", "new_zeros-fill_"])
+def test_allocation_views_and_copies_are_allowed(op):
+    a = torch.randn(4, 4)
+    assert isinstance(grading.guarded_call(op, (a,)), torch.Tensor)
+
+
+@pytest.mark.parametrize("shortcut, ops", [
+    (lambda a, b: torch.matmul(a, b), {"mm"}),
+    (lambda a, b: a @ b, {"mm"}),
+    (lambda a, b: torch.mm(a, b), {"mm"}),
+    (lambda a, b: torch.bmm(a[None], b[None]), {"bmm"}),
+    (lambda a, b: torch.addmm(a, a, b), {"addmm"}),
+    (lambda a, b: F.linear(a, b), {"mm", "addmm", "linear"}),
+    (lambda a, b: F.conv2d(a[None, None], b[None, None]), {"convolution", "conv2d"}),
+    (lambda a, b: F.scaled_dot_product_attention(a[None], b[None], b[None]), None),
+    (lambda a, b: torch.sigmoid(a), {"sigmoid"}),
+    (lambda a, b: a * b, {"mul"}),
+    (lambda a, b: torch.einsum("ij,jk->ik", a, b), {"bmm", "mm", "mul"}),
+], ids=["matmul", "@", "mm", "bmm", "addmm", "linear", "conv2d", "sdpa", "sigmoid", "mul",
+        "einsum"])
+def test_library_arithmetic_is_a_shortcut(shortcut, ops):
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with pytest.raises(LibraryShortcut) as caught:
+        grading.guarded_call(shortcut, (a, b))
+    message = str(caught.value)
+    op = message.split("torch operation '")[1].split("'")[0]
+    assert ops is None or op in ops
+    assert "your Triton kernel" in message and "may only allocate, view and copy" in message
+
+
+def test_allow_lets_an_extra_op_through():
+    a = torch.randn(4)
+    assert torch.equal(grading.guarded_call(lambda x: x * 2, (a,), allow=("mul",)), a * 2)
+    with pytest.raises(LibraryShortcut, match="'add'"):
+        grading.guarded_call(lambda x: x + 2, (a,), allow=("mul",))
+
+
+@pytest.mark.parametrize("alloc", [
+    lambda a: torch.empty(5), lambda a: torch.empty_like(a), lambda a: a.new_empty(3),
+    lambda a: torch.empty_strided((2, 2), (1, 2)), lambda a: torch.empty(5, dtype=torch.float16),
+], ids=["empty", "empty_like", "new_empty", "empty_strided", "empty-float16"])
+def test_float_allocations_come_out_nan(alloc):
+    out = grading.guarded_call(alloc, (torch.randn(4),))
+    assert out.is_floating_point() and bool(out.isnan().all())
+
+
+def test_integer_allocations_are_not_touched():
+    out = grading.guarded_call(lambda: torch.empty(5, dtype=torch.int32), ())
+    assert out.dtype == torch.int32  # left uninitialised: no NaN to put there
+
+
+def test_outside_a_guarded_call_nothing_is_poisoned_or_forbidden():
+    a = torch.randn(4)
+    assert torch.equal(a * 2, a + a)
+    assert not bool(torch.zeros(3).isnan().any())
+
+
+# forbidden_in_graded_calls -----------------------------------------------------------------------
+
+@grading.forbidden_in_graded_calls
+def course_reference_double(x):
+    """The course's own kernel."""
+    return triton_double(x)
+
+
+def test_reference_kernels_work_outside_graded_calls():
+    x = torch.randn(100)
+    assert torch.equal(course_reference_double(x), 2 * x)
+
+
+def test_reference_kernels_are_a_shortcut_inside_graded_calls():
+    with pytest.raises(LibraryShortcut, match="course_reference_double.*write your own kernel"):
+        grading.guarded_call(course_reference_double, (torch.randn(100),))
+    assert torch.equal(course_reference_double(torch.ones(3)), torch.full((3,), 2.0))  # reset
+
+
+def test_forbidden_wrapper_keeps_name_and_doc():
+    assert course_reference_double.__name__ == "course_reference_double"
+    assert course_reference_double.__doc__ == "The course's own kernel."
+    assert course_reference_double.__wrapped__.__name__ == "course_reference_double"
+
+
+# assert_correct ----------------------------------------------------------------------------------
+
+def test_assert_correct_passes_with_a_summary_line(capsys):
+    assert grading.assert_correct(triton_double, reference, make_inputs, CASES, seeds=(0, 1)) is None
+    out = capsys.readouterr().out
+    assert out.startswith("passed 2 checks") and out.count("\n") == 1
+
+
+def _zeros(x):
+    return torch.zeros_like(x)
+
+
+def _float64(x):
+    out = torch.empty(x.shape, dtype=torch.float64)
+    _double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def _shortcut(x):
+    return x * 2
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_zeros, "error above the tolerance"),
+    (triton_double_first_half, "NaN"),
+    (_float64, "dtype float64, expected float32"),
+    (_shortcut, "raised LibraryShortcut"),
+], ids=["zeros", "unwritten-tail", "wrong-dtype", "shortcut"])
+def test_assert_correct_fails_with_count_and_first_case(fn, words):
+    with pytest.raises(AssertionError) as caught:
+        grading.assert_correct(fn, reference, make_inputs, CASES, seeds=(0, 1, 2))
+    message = str(caught.value)
+    assert message.startswith("3 of 3 checks failed. First: case (shape=(3000,), dtype=float32), seed 0")
+    assert words in message and message.count("also:") == 2
+
+
+def test_assert_correct_names_unwritten_elements():
+    with pytest.raises(AssertionError, match=r"first bad element \[1024\].*never wrote"):
+        grading.assert_correct(triton_double_first_half, reference, make_inputs, CASES, seeds=(0,))
+
+
+def test_assert_correct_allow_and_tolerances():
+    off = lambda x: x * 2.01  # noqa: E731  (relative error 5e-3)
+    with pytest.raises(AssertionError):
+        grading.assert_correct(off, reference, make_inputs, CASES, seeds=(0,), allow=("mul",))
+    grading.assert_correct(off, reference, make_inputs, CASES, seeds=(0,), allow=("mul",),
+                           tolerances={torch.float32: 1e-2})
+
+
+# thresholds --------------------------------------------------------------------------------------
+
+TABLE = tomllib.loads(THRESHOLDS.read_text())
+ROWS = [(lesson, name) for lesson, rows in TABLE.items() for name in rows]
+
+
+def test_threshold_reads_the_table_row():
+    limit = grading.threshold("00_getting_started", "silu_mul_bandwidth")
+    row = TABLE["00_getting_started"]["silu_mul_bandwidth"]
+    assert (limit.lesson, limit.name) == ("00_getting_started", "silu_mul_bandwidth")
+    assert (limit.minimum, limit.metric, limit.h200, limit.margin, limit.source) == (
+        row["minimum"], row["metric"], row["h200"], row["margin"], row["source"])
+    assert 0 < limit.minimum and (limit.h200 == 0.0 or limit.minimum <= limit.h200)
+
+
+@pytest.mark.parametrize("lesson, name", [("00_getting_started", "nope"), ("99_nope", "x")])
+def test_unknown_threshold_is_a_key_error(lesson, name):
+    with pytest.raises(KeyError, match=f"no threshold {lesson}.{name}"):
+        grading.threshold(lesson, name)
+
+
+@pytest.mark.parametrize("lesson, name", ROWS)
+def test_every_threshold_row_is_complete(lesson, name):
+    row = TABLE[lesson][name]
+    assert {"metric", "minimum", "h200", "margin", "source"} <= set(row)
+    assert all(isinstance(row[k], str) and row[k] for k in ("metric", "margin", "source"))
+    assert 0 < row["minimum"] and row["h200"] >= 0
+
+
+@pytest.mark.parametrize("lesson, name", ROWS)
+def test_every_minimum_is_at_most_the_h200_figure(lesson, name):
+    row = TABLE[lesson][name]
+    if row["h200"] == 0.0:
+        pytest.skip(f"{lesson}.{name}: h200 = 0.0, not measured on an H200 yet")
+    assert row["minimum"] <= row["h200"]
+    assert grading.threshold(lesson, name).minimum <= grading.threshold(lesson, name).h200
+
+
+# speed checks without a GPU ----------------------------------------------------------------------
+
+LIMIT = grading.Threshold("test", "double", 0.6, "your GB/s / copy GB/s", 0.9, "test", "test")
+
+
+@interpreter_only
+def test_require_gpu_raises_needs_gpu():
+    with pytest.raises(NeedsGPU, match="the speed cell needs an NVIDIA GPU"):
+        grading.require_gpu("the speed cell")
+
+
+@pytest.mark.parametrize("ratio", [0.6, 0.75, 2.0])
+def test_assert_ratio_passes_at_or_above_the_minimum(ratio, capsys):
+    assert grading.assert_ratio(ratio, LIMIT) is None
+    out = capsys.readouterr().out
+    assert out.startswith(f"passed: your GB/s / copy GB/s = {ratio:.2f}, threshold 0.60")
+    assert "0.90 on an H200" in out
+
+
+def test_assert_ratio_fails_below_the_minimum(capsys):
+    with pytest.raises(AssertionError, match=r"too slow: your GB/s / copy GB/s = 0\.59, threshold 0\.60"):
+        grading.assert_ratio(0.59, LIMIT)
+    assert capsys.readouterr().out == ""
+
+
+@interpreter_only
+def test_measure_speed_needs_a_gpu():
+    x = torch.randn(8)
+    with pytest.raises(NeedsGPU, match="needs an NVIDIA GPU"):
+        grading.measure_speed(triton_double, {"base": lambda: x * 2}, [(x,)], reference,
+                              torch.float32, bytes=64)
+
+
+@interpreter_only
+def test_assert_bandwidth_fraction_needs_a_gpu():
+    x = torch.randn(8)
+    with pytest.raises(NeedsGPU, match="your GB/s / copy GB/s needs an NVIDIA GPU"):
+        grading.assert_bandwidth_fraction(triton_double, [(x,)], reference, torch.float32,
+                                          bytes=64, limit=LIMIT)
+
+
+@interpreter_only
+def test_assert_speedup_needs_a_gpu():
+    x = torch.randn(8)
+    with pytest.raises(NeedsGPU, match="needs an NVIDIA GPU"):
+        grading.assert_speedup(triton_double, reference, [(x,)], reference, torch.float32, LIMIT)
+
+
+@interpreter_only
+def test_copy_baseline_needs_a_gpu():
+    with pytest.raises(NeedsGPU, match="needs an NVIDIA GPU"):
+        grading.copy_baseline(1024)
+
+
+def test_rotating_runner_cycles_and_keeps_each_output():
+    sets = [(torch.tensor([1.0]),), (torch.tensor([2.0]),), (torch.tensor([3.0]),)]
+    seen = []
+
+    def fn(x):
+        seen.append(x.item())
+        return 2 * x
+    runner = grading._RotatingRunner(fn, sets)
+    assert runner.outputs == [None, None, None]
+    for _ in range(4):
+        runner()
+    assert seen == [1.0, 2.0, 3.0, 1.0] and runner.calls == 4
+    assert [out.item() for out in runner.outputs] == [2.0, 4.0, 6.0]
