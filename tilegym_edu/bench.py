@@ -271,7 +271,9 @@ def format_table(measurements: list[Measurement], baseline: str | None = None) -
         note = "interpreter time on the CPU: says nothing about GPU speed"
     else:
         clock = f", SM clock {first.sm_clock_mhz} MHz" if first.sm_clock_mhz else ""
-        cache = "L2 flushed before each run" if first.l2_flushed else "warm L2 (not flushed)"
+        warm = [m.name for m in measurements if not m.l2_flushed]
+        cache = ("L2 flushed before each run" if not warm else "warm L2 (not flushed)"
+                 if len(warm) == len(measurements) else f"L2 flushed except for {', '.join(warm)}")
         note = f"{first.device}{clock}, {cache}, CUDA events"
     lines.append(f"({note})")
     lines += [f"WARNING {m.name}: {m.problem}" for m in measurements if m.problem]
