@@ -32,3 +32,4 @@ def test_lab_binds_to_localhost_and_keeps_token_auth():
     assert "--ServerApp.ip=127.0.0.1" in command
     assert not [a for a in command if "token" in a.lower() or "password" in a.lower()]
     assert command[-1].endswith("00_getting_started.ipynb")
+    assert cli.lab_command(REPO, ["--no-browser"])[-1] == "--no-browser"

@@ -87,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="versions, GPU facts and ceilings, known-bad combinations")
     d.add_argument("--remeasure", action="store_true", help="measure the ceilings again")
     d.set_defaults(run=doctor)
-    la = sub.add_parser("lab", help="JupyterLab on 127.0.0.1 at notebooks/")
-    la.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    la = sub.add_parser("lab", help="JupyterLab on 127.0.0.1 at notebooks/ (other arguments "
+                                    "go to jupyter lab, e.g. --no-browser)")
     la.set_defaults(run=lab)
     g = sub.add_parser("grade", help="grade your notebook of a lesson (never modifies it)")
     g.add_argument("lesson", help="e.g. 00_getting_started")
@@ -101,7 +101,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and args.command != "lab":
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter_args = extra
     try:
         return args.run(args)
     except course.CourseError as exc:
