@@ -21,7 +21,7 @@ import nbformat
 import torch
 import triton
 
-from tilegym_edu import bench, ceilings, device, grading
+from tilegym_edu import ceilings, device, grading
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON00 = ROOT / "solutions" / "00_getting_started" / "00_getting_started.ipynb"

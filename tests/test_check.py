@@ -1,23 +1,11 @@
 """check: relative error, the first bad element, output comparison and the case-by-seed checker."""
 import pytest
 import torch
-import triton
-import triton.language as tl
 
+from tests.kernels import triton_double
 from tilegym_edu import check, device
 
 
-@triton.jit
-def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-def triton_double(x):
-    out = torch.empty_like(x)
-    _double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
-    return out
 
 
 def reference(x):

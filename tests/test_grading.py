@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
+from tests.kernels import double_kernel, triton_double
 from tilegym_edu import check, device, grading
 from tilegym_edu.grading import LibraryShortcut, NeedsGPU
 
@@ -17,23 +17,12 @@ THRESHOLDS = Path(grading.__file__).with_name("thresholds.toml")
 interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
 
 
-@triton.jit
-def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-def triton_double(x):
-    out = torch.empty_like(x)
-    _double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
-    return out
 
 
 def triton_double_first_half(x):
     """Launches too few programs: the tail of ``out`` is never written."""
     out = torch.empty_like(x)
-    _double_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+    double_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
     return out
 
 
@@ -158,7 +147,7 @@ def _zeros(x):
 
 def _float64(x):
     out = torch.empty(x.shape, dtype=torch.float64)
-    _double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
     return out
 
 
