@@ -77,6 +77,11 @@ def configure(c: Config, root: Path) -> Config:
     c.CourseDirectory.autograded_directory = ".grading/autograded"
     c.CourseDirectory.feedback_directory = ".grading/feedback"
     c.CourseDirectory.db_url = f"sqlite:///{root / '.grading' / 'gradebook.db'}"
+    # nbgrader gives 0 points to a test cell with any stderr output: warnings (a deprecation in
+    # torch, a debug print) must not cost points, so stderr streams are dropped before scoring.
+    # Errors are separate outputs and still fail the cell.
+    c.IgnorePattern.enabled = True
+    c.IgnorePattern.pattern = r"(?s).*"
     c.Execute.timeout = CELL_TIMEOUT_S
     c.DeadlineExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
     c.Autograde.autograde_preprocessors = [
