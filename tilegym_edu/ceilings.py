@@ -1,9 +1,9 @@
 """Your GPU's ceilings, measured: copy bandwidth and the vendor library's matmul rate per dtype.
 
 Datasheet figures (:mod:`tilegym_edu.specs`) are what a GPU could do; these are what yours does,
-through PyTorch, today. Lessons use them as the roofs a kernel is measured against. A measurement
-takes about half a minute, so results are cached per GPU, driver and torch version in
-``$TILEGYM_CACHE_DIR`` (default ``~/.cache/tilegym_edu``).
+through PyTorch, today. Lessons use them as the roofs a kernel is measured against. Results are
+cached per GPU, driver and torch version in ``$TILEGYM_CACHE_DIR`` (default
+``~/.cache/tilegym_edu``), so only the first call measures.
 """
 from __future__ import annotations
 
