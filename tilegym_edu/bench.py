@@ -115,6 +115,14 @@ def roofline_problem(m: Measurement, device_name: str, memory_bytes: int | None 
     return None
 
 
+def device_copy(nbytes: int) -> Callable[[], object]:
+    """A function that copies ``nbytes // 2`` bytes device to device: ``nbytes`` moved in all
+    (read + write), the yardstick of memory-bound kernels. Needs a GPU."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 def _flush_buffer() -> torch.Tensor:
     """A buffer twice the L2 size; zeroing it evicts everything the timed function left there."""
     facts = device.info()

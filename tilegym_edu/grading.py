@@ -204,9 +204,7 @@ def assert_ratio(ratio: float, limit: Threshold) -> None:
 def copy_baseline(nbytes: int) -> Callable[[], Any]:
     """A device-to-device copy moving ``nbytes`` in all (half read, half written)."""
     require_gpu("a copy-bandwidth baseline")
-    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    return lambda: dst.copy_(src)
+    return bench.device_copy(nbytes)
 
 
 def assert_bandwidth_fraction(candidate: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
