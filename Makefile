@@ -11,8 +11,8 @@ BIN    := $(VENV)/bin
 LESSON ?= 00_getting_started
 
 # With an NVIDIA GPU, plain `torch` is the CUDA build and brings the Triton it was built with.
-# Without one, torch 2.13.0's CPU build and the newest Triton (whose interpreter runs kernels
-# on the CPU). Override either: make lab TORCH_SPEC='torch==2.9.1'
+# Without one, torch 2.13.0 and the newest Triton (whose interpreter runs kernels on the CPU);
+# add TORCH_INDEX_URL below for PyTorch's CPU-only build. Override: make lab TORCH_SPEC='torch==2.9.1'
 HAS_GPU    := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
 # Set to https://download.pytorch.org/whl/cpu (or a CUDA index) to take torch from PyTorch's index.
