@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -77,8 +78,6 @@ def interpreter_problem() -> Problem | None:
 
 def cuda_build_problem() -> Problem | None:
     """A CPU-only build of torch on a machine whose driver reports an NVIDIA GPU."""
-    import shutil
-
     import torch
     if torch.version.cuda is not None or shutil.which("nvidia-smi") is None:
         return None
