@@ -45,6 +45,26 @@ class Problem:
     repair: tuple[str, ...] = ()  # pip arguments that fix it automatically, if it is safe to
 
 
+def patch_interpreter() -> None:
+    """Work around the numpy >= 2.4 break of Triton < 3.9's interpreter, in this process.
+
+    Those interpreters turn a kernel's run-time integers into Python ints with
+    ``int(array_of_one_element)``, which numpy 2.4 forbids; Triton 3.9 squeezes the array first.
+    This applies the same fix to older versions (a no-op where it is not needed).
+    """
+    import triton.runtime.interpreter as interp
+    original = getattr(interp, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "tilegym_patched", False):
+        return
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patch_lang_tensor.tilegym_patched = True
+    interp._patch_lang_tensor = patch_lang_tensor
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
     found = {}

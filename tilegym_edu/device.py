@@ -154,3 +154,9 @@ def banner() -> str:
     return ("tilegym_edu: interpreter mode (no CUDA GPU visible): kernels run in Triton's CPU "
             "interpreter at small sizes; correctness is graded in full, speed cells say "
             "'needs GPU'.")
+
+
+if not ON_GPU:
+    # Kernels run in the interpreter: make older Triton interpreters work under numpy >= 2.4.
+    from tilegym_edu.compat import patch_interpreter
+    patch_interpreter()

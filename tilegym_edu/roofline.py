@@ -99,3 +99,31 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return ax
+
+
+def plot_ladder(measurements: Sequence[Measurement], ax: plt.Axes | None = None,
+                title: str | None = None) -> plt.Axes:
+    """The ladder chart of a lesson: one horizontal bar per version (in the order given, e.g.
+    naive, tiled, cuBLAS), its TFLOP/s on a log scale, each bar labelled with its rate and its
+    speedup over the first. Measurements need ``flops``; interpreter measurements are refused
+    (their time says nothing about a GPU)."""
+    if any(m.interpreter for m in measurements):
+        raise ValueError("a ladder of interpreter timings would say nothing about GPU speed: "
+                         "plot it on a GPU (the roofline shows the interpreter's kernels)")
+    rated = [m for m in measurements if m.tflops]
+    if not rated:
+        raise ValueError("plot_ladder needs measurements with flops")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.6 * len(rated) + 1.5))
+    names = [m.name for m in rated][::-1]
+    rates = [m.tflops for m in rated][::-1]
+    ax.barh(names, rates, color=[f"C{i % 10}" for i in range(len(rated))][::-1])
+    for y, rate in enumerate(rates):
+        ax.annotate(f" {rate:.3g} TFLOP/s ({rate / rated[0].tflops:.3g}x)", (rate, y),
+                    va="center", fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xlim(min(rates) / 2, max(rates) * 20)
+    ax.set_xlabel("TFLOP/s (log scale)")
+    ax.set_title(title or f"Versions of the kernel on {rated[0].device}")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    return ax

@@ -1,0 +1,106 @@
+"""Global-memory traffic of Triton kernels, counted in Triton's interpreter.
+
+A GPU profiler reports the bytes a kernel moves between memory and the chip. Without one (or
+without a GPU) we can still count what the kernel *asks for*: run it in Triton's interpreter
+and add up, over every program instance, the bytes of every ``tl.load`` and ``tl.store``
+(lanes switched off by a mask move nothing). That is the traffic the kernel would cause if no
+cache helped: the right number for comparing algorithms (a tiled matmul loads each element far
+fewer times than a naive one), and an upper bound on what a real GPU moves.
+
+``count_traffic(fn, *args)`` runs ``fn`` (a kernel launch, or a wrapper that launches kernels)
+and counts every kernel it launches. It works in both modes: on a GPU, kernels defined for the
+GPU are run through the interpreter for the count, on the same tensors (the interpreter copies
+them to the host and back). Keep the inputs small: the interpreter costs milliseconds per
+program instance.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from triton.runtime import interpreter
+from triton.runtime.jit import JITFunction
+
+from tilegym_edu import compat
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What kernels asked of global memory: bytes summed over all program instances."""
+
+    loaded_bytes: int
+    stored_bytes: int
+    programs: int        # program instances run
+    launches: int        # kernel launches
+
+    @property
+    def total_bytes(self) -> int:
+        return self.loaded_bytes + self.stored_bytes
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.loaded = self.stored = self.programs = self.launches = 0
+
+    def result(self) -> Traffic:
+        return Traffic(self.loaded, self.stored, self.programs, self.launches)
+
+
+def _element_bytes(ptrs) -> int:
+    return ptrs.get_element_ty().primitive_bitwidth // 8
+
+
+@contextlib.contextmanager
+def _counting(counter: _Counter) -> Iterator[None]:
+    builder = interpreter.InterpreterBuilder
+    load, store = builder.create_masked_load, builder.create_masked_store
+    set_grid_idx, run = builder.set_grid_idx, interpreter.InterpretedFunction.run
+    jit_run, jit_call = JITFunction.run, JITFunction.__call__
+
+    def counted_load(self, ptrs, mask, *rest, **kwargs):
+        counter.loaded += int(np.count_nonzero(mask.data)) * _element_bytes(ptrs)
+        return load(self, ptrs, mask, *rest, **kwargs)
+
+    def counted_store(self, ptrs, value, mask, *rest, **kwargs):
+        counter.stored += int(np.count_nonzero(mask.data)) * _element_bytes(ptrs)
+        return store(self, ptrs, value, mask, *rest, **kwargs)
+
+    def counted_program(self, *args, **kwargs):
+        counter.programs += 1
+        return set_grid_idx(self, *args, **kwargs)
+
+    def counted_run(self, *args, **kwargs):
+        counter.launches += 1
+        return run(self, *args, **kwargs)
+
+    # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.
+    def interpreted_run(self, *args, **kwargs):
+        return interpreter.InterpretedFunction(self.fn).run(*args, **kwargs)
+
+    def interpreted_call(self, *args, **kwargs):
+        return interpreter.InterpretedFunction(self.fn)(*args, **kwargs)
+
+    builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
+    builder.set_grid_idx, interpreter.InterpretedFunction.run = counted_program, counted_run
+    JITFunction.run, JITFunction.__call__ = interpreted_run, interpreted_call
+    try:
+        yield
+    finally:
+        builder.create_masked_load, builder.create_masked_store = load, store
+        builder.set_grid_idx, interpreter.InterpretedFunction.run = set_grid_idx, run
+        JITFunction.run, JITFunction.__call__ = jit_run, jit_call
+
+
+def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:
+    """Run ``fn(*args, **kwargs)`` with every Triton kernel it launches in the interpreter, and
+    return the bytes they loaded and stored.
+
+    Example: ``count_traffic(add, x, y).loaded_bytes == 2 * x.nbytes``.
+    """
+    compat.patch_interpreter()
+    counter = _Counter()
+    with _counting(counter):
+        fn(*args, **kwargs)
+    return counter.result()
