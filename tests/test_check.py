@@ -99,7 +99,7 @@ def test_error_above_the_tolerance_fails():
     out[42] = 1.5
     passed, error, message = check.compare_output(out, ref, torch.float32)
     assert not passed and error == pytest.approx(0.05)
-    assert "above the tolerance 0.001" in message and "[42]" in message
+    assert "above the tolerance 0.003" in message and "[42]" in message
     assert "got 1.5, expected 1" in message
 
 

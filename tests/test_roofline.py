@@ -149,3 +149,23 @@ def test_measured_roofs_are_drawn_on_this_gpu_when_cached(fake_h200):
     measured = [line.get_label() for line in ax.get_lines() if line.get_label().startswith("measured")]
     assert len(measured) == 2 and "700 TFLOP/s" in measured[0] and "4,000 GB/s" in measured[0]
     assert "(this GPU)" in ax.get_title()
+
+
+def test_ladder_has_one_labelled_bar_per_version_on_a_log_axis():
+    from tilegym_edu.roofline import plot_ladder
+    versions = [Measurement("naive", (100.0,), 2e12, device="NVIDIA H200"),
+                Measurement("tiled", (1.0,), 2e12, device="NVIDIA H200"),
+                Measurement("cuBLAS", (0.5,), 2e12, device="NVIDIA H200")]
+    ax = plot_ladder(versions)
+    assert ax.get_xscale() == "log" and "TFLOP/s" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["cuBLAS", "tiled", "naive"]
+    labels = [t.get_text() for t in ax.texts]
+    assert any("(100x)" in label for label in labels) and any("(200x)" in label for label in labels)
+    assert "NVIDIA H200" in ax.get_title()
+    plt.close(ax.figure)
+
+
+def test_ladder_refuses_interpreter_timings():
+    from tilegym_edu.roofline import plot_ladder
+    with pytest.raises(ValueError, match="interpreter"):
+        plot_ladder([Measurement("naive", (1.0,), 1e9, interpreter=True)])

@@ -20,11 +20,12 @@ import torch
 from tilegym_edu import device
 
 #: largest relative error ‖out − ref‖ / ‖ref‖ accepted for an output of each dtype (other dtypes,
-#: integers and bools, must match exactly). float32 has room for reductions in a different order
-#: and for Triton's tf32 tl.dot on GPUs (~3e-4).
+#: integers and bools, must match exactly). float32 has room for Triton's tl.dot, which uses tf32
+#: on GPUs: a tiled float32 matmul measured 7.7e-4 on an H200 at 1024³ and 4096³
+#: (docs/results/h200.md). Exercises that need float32 exactness pass tighter tolerances.
 TOLERANCES: dict[torch.dtype, float] = {
     torch.float64: 1e-10,
-    torch.float32: 1e-3,
+    torch.float32: 3e-3,
     torch.float16: 3e-3,
     torch.bfloat16: 2e-2,
 }

@@ -78,7 +78,7 @@ def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 @forbidden_in_graded_calls
 def tiled_matmul(a: torch.Tensor, b: torch.Tensor, block_m: int = 128, block_n: int = 128,
-                 block_k: int = 64, group_m: int = 8, num_warps: int = 8) -> torch.Tensor:
+                 block_k: int = 32, group_m: int = 8, num_warps: int = 4) -> torch.Tensor:
     """a @ b with one program per BLOCK_M x BLOCK_N tile of the output. Use blocks of 16 to 32
     in interpreter mode, where each program costs milliseconds."""
     M, K = a.shape

@@ -1,0 +1,59 @@
+"""traffic: bytes loaded and stored by Triton kernels, counted in the interpreter."""
+import torch
+import triton
+from triton.runtime.jit import JITFunction
+
+from tests.kernels import double_kernel, triton_double
+from tilegym_edu import compat
+from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
+from tilegym_edu.traffic import Traffic, count_traffic
+
+
+def test_an_elementwise_kernel_loads_and_stores_each_element_once():
+    x = torch.randn(3000)
+    traffic = count_traffic(triton_double, x)
+    assert traffic == Traffic(loaded_bytes=3000 * 4, stored_bytes=3000 * 4, programs=3, launches=1)
+    assert traffic.total_bytes == 2 * 3000 * 4
+
+
+def test_masked_off_lanes_move_nothing_and_dtype_sets_the_width():
+    x = torch.randn(10, dtype=torch.float16)                 # one program of 1024 lanes
+    assert count_traffic(triton_double, x).loaded_bytes == 10 * 2
+
+
+def test_every_launch_of_a_wrapper_is_counted():
+    x = torch.randn(100)
+    traffic = count_traffic(lambda: triton_double(triton_double(x)))
+    assert (traffic.launches, traffic.loaded_bytes, traffic.stored_bytes) == (2, 800, 800)
+
+
+def test_naive_matmul_loads_a_row_and_a_column_per_output():
+    a, b = torch.randn(5, 33), torch.randn(33, 7)
+    traffic = count_traffic(naive_matmul, a, b)
+    assert traffic.loaded_bytes == 2 * 5 * 7 * 33 * 4
+    assert traffic.stored_bytes == 5 * 7 * 4 and traffic.programs == 35
+
+
+def test_tiled_matmul_loads_each_tile_once_per_program():
+    M = N = K = 64
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    traffic = count_traffic(tiled_matmul, a, b, 32, 32, 16)
+    assert traffic.loaded_bytes == 4 * (M * K * (N // 32) + K * N * (M // 32))
+    assert traffic.stored_bytes == M * N * 4
+
+
+def test_kernels_built_for_a_gpu_are_counted_through_the_interpreter():
+    """On a GPU, kernels are JITFunctions; counting runs them in the interpreter instead."""
+    gpu_kernel = JITFunction(double_kernel.fn)
+    x, out = torch.randn(2000), torch.empty(2000)
+    traffic = count_traffic(lambda: gpu_kernel[(triton.cdiv(2000, 1024),)](x, out, 2000, BLOCK=1024))
+    assert traffic.loaded_bytes == 8000 and torch.equal(out, 2 * x)
+    assert JITFunction.run is not None and "interpreted" not in JITFunction.run.__name__
+
+
+def test_patch_interpreter_is_idempotent():
+    from triton.runtime import interpreter
+    compat.patch_interpreter()
+    first = getattr(interpreter, "_patch_lang_tensor", None)
+    compat.patch_interpreter()
+    assert getattr(interpreter, "_patch_lang_tensor", None) is first
