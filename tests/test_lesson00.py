@@ -2,6 +2,7 @@
 does not need a GPU, the blank learner notebook earns none, and each known-wrong submission loses
 exactly the points it should, with a reason that says why."""
 import hashlib
+import os
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_blank_learner_notebook_scores_zero_on_every_cell(course_copy):
     assert {e.status for e in report.exercises} == {"failed", "needs GPU"}
     assert all("NotImplementedError" in e.reason for e in report.exercises if e.status == "failed")
     assert hashlib.sha256(notebook.read_bytes()).hexdigest() == before, "grading modified it"
-    assert all(path.endswith(".html") and __import__("os").path.exists(path)
+    assert all(path.endswith(".html") and os.path.exists(path)
                for path in report.feedback)
 
 

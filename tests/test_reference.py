@@ -9,13 +9,13 @@ import torch
 
 from tests.conftest import REPO
 from tilegym_edu import grading
+from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import matmul
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
 
 
 def make_inputs(case, generator):
-    from tilegym_edu.check import random_tensor
     M, N, K = case["shape"]
     return random_tensor((M, K), case["dtype"], generator), random_tensor((K, N), case["dtype"], generator)
 
@@ -25,8 +25,7 @@ def make_inputs(case, generator):
                          ids=["naive", "tiled"])
 def test_reference_matmuls_pass_on_20_seeds(fn):
     cases = [{"shape": s, "dtype": d} for s in SHAPES for d in (torch.float32, torch.float16)]
-    results = __import__("tilegym_edu.check", fromlist=["check"]).check(
-        fn, lambda a, b: a @ b, make_inputs, cases, seeds=range(20))
+    results = check(fn, lambda a, b: a @ b, make_inputs, cases, seeds=range(20))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
