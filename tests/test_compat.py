@@ -101,3 +101,16 @@ def test_main_repair_prints_what_remains(monkeypatch, capsys):
     monkeypatch.setattr(compat, "problems", lambda: pytest.fail("--repair must not only list"))
     assert compat.main(["--repair"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_missing_nvcc_is_a_problem_only_with_a_gpu(monkeypatch):
+    import torch
+    from torch.utils import cpp_extension
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compat.cuda_compiler_problem() is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    problem = compat.cuda_compiler_problem()
+    assert problem and "nvcc" in problem.summary and "CUDA_HOME" in problem.fix
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/usr/local/cuda")
+    assert compat.cuda_compiler_problem() is None

@@ -111,9 +111,24 @@ def cuda_build_problem() -> Problem | None:
             "nvidia-smi finds a GPU)")
 
 
+def cuda_compiler_problem() -> Problem | None:
+    """A CUDA GPU but no nvcc: torch.utils.cpp_extension cannot build lesson 01's CUDA C."""
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    from torch.utils import cpp_extension
+    if cpp_extension.CUDA_HOME is not None:
+        return None
+    return Problem(
+        summary="no CUDA compiler found (nvcc, CUDA_HOME): lesson 01's CUDA C cells cannot build",
+        fix=f"install the CUDA toolkit for CUDA {torch.version.cuda} (for example "
+            "`conda install -c nvidia cuda-nvcc`) and set CUDA_HOME to it")
+
+
 def problems() -> list[Problem]:
     """Every known-bad combination found on this machine."""
-    return [p for p in (interpreter_problem(), cuda_build_problem()) if p is not None]
+    found = (interpreter_problem(), cuda_build_problem(), cuda_compiler_problem())
+    return [p for p in found if p is not None]
 
 
 def repair() -> list[Problem]:

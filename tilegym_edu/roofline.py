@@ -96,8 +96,11 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
     ax.set_ylabel("TFLOP/s")
     where = "this GPU" if is_this_gpu else "datasheet only, not the GPU measured here"
     ax.set_title(title or f"Roofline: {spec.name} ({where})")
+    rates = [m.tflops for m in plotted if m.tflops and not m.interpreter]
+    if rates:  # slow kernels sit far below the roofs: keep them and their labels in view
+        ax.set_ylim(bottom=min(ax.get_ylim()[0], min(rates) / 4))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     return ax
 
 
