@@ -179,8 +179,11 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
                   tolerances: Mapping[torch.dtype, float] | None = None,
                   ) -> list[bench.Measurement]:
     """Time ``candidate`` (rotating over ``input_sets``) interleaved with ``baselines``, check
-    every timed output, reject impossible results; the candidate's Measurement comes first."""
+    every timed output, reject impossible results; the candidate's Measurement comes first.
+    One guarded call first: a candidate that hands the work to a library raises
+    LibraryShortcut here rather than being timed."""
     require_gpu("this speed check")
+    guarded_call(candidate, input_sets[0])  # the timed function must do its own arithmetic
     runner = _RotatingRunner(candidate, input_sets)
     measurements = bench.compare({"yours": runner, **baselines}, flops=flops, bytes=bytes)
     _check_timed_outputs(runner, reference, dtype, tolerances)

@@ -48,6 +48,9 @@ class _Counter:
         return Traffic(self.loaded, self.stored, self.programs, self.launches)
 
 
+_MISSING = object()
+
+
 def _element_bytes(ptrs) -> int:
     return ptrs.get_element_ty().primitive_bitwidth // 8
 
@@ -82,15 +85,32 @@ def _counting(counter: _Counter) -> Iterator[None]:
     def interpreted_call(self, *args, **kwargs):
         return interpreter.InterpretedFunction(self.fn)(*args, **kwargs)
 
+    # The interpreter patches triton.language while it runs and, for nested calls, does not
+    # always undo it; harmless in interpreter mode, fatal to later GPU compiles. Remember the
+    # first value of everything it patches and put all of it back at the end.
+    originals: dict[tuple[int, str], tuple[object, str, object]] = {}
+    set_attr = interpreter._LangPatchScope.set_attr
+
+    def recorded_set_attr(self, obj, name, value):
+        originals.setdefault((id(obj), name), (obj, name, getattr(obj, name, _MISSING)))
+        set_attr(self, obj, name, value)
+
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     builder.set_grid_idx, interpreter.InterpretedFunction.run = counted_program, counted_run
     JITFunction.run, JITFunction.__call__ = interpreted_run, interpreted_call
+    interpreter._LangPatchScope.set_attr = recorded_set_attr
     try:
         yield
     finally:
         builder.create_masked_load, builder.create_masked_store = load, store
         builder.set_grid_idx, interpreter.InterpretedFunction.run = set_grid_idx, run
         JITFunction.run, JITFunction.__call__ = jit_run, jit_call
+        interpreter._LangPatchScope.set_attr = set_attr
+        for obj, name, value in originals.values():
+            if value is not _MISSING:
+                setattr(obj, name, value)
+            elif name in vars(obj):
+                delattr(obj, name)
 
 
 def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:

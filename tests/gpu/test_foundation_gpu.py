@@ -83,3 +83,23 @@ def test_lesson00_graded_end_to_end(course_copy):
     blank = course.grade("00_getting_started", root=course_copy, student="gpu_blank")
     print(blank.format_table())
     assert [e.points for e in blank.exercises] == [0, 0, 0]
+
+
+def test_a_timed_candidate_that_calls_cublas_is_refused():
+    sets = [(torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda"))]
+    limit = grading.Threshold("test", "matmul", 0.1, "speedup", 1.0, "test", "test")
+    with pytest.raises(grading.LibraryShortcut):
+        grading.assert_speedup(torch.matmul, torch.matmul, sets, lambda a, b: a @ b,
+                               torch.float32, limit)
+
+
+def test_counting_traffic_does_not_break_later_gpu_compiles():
+    from tests.kernels import double_kernel
+    from tilegym_edu.reference.matmul import naive_matmul
+    from tilegym_edu.traffic import count_traffic
+    a, b = torch.randn(3, 70, device="cuda"), torch.randn(70, 2, device="cuda")
+    assert count_traffic(naive_matmul, a, b).loaded_bytes == 2 * 3 * 2 * 70 * 4
+    x = torch.randn(5000, device="cuda")
+    out = torch.empty_like(x)
+    double_kernel[(5,)](x, out, 5000, BLOCK=1024)   # a fresh compile after counting
+    assert torch.equal(out, 2 * x)
