@@ -1,0 +1,159 @@
+"""Matmul kernels of lesson 03: the pipelined tiled kernel and the persistent kernel that loads
+its tiles through tensor descriptors (TMA on Hopper and later).
+
+Shapes: ``a`` is (M, K), ``b`` is (K, N), the result (M, N), in the inputs' dtype (float16 or
+float32) with float32 accumulation. Launch options (block sizes, ``num_warps``,
+``num_stages``) come in as a :class:`tilegym_edu.tune.Config` or keyword arguments.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+
+
+@triton.jit
+def pipelined_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                            stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                            GROUP_M: tl.constexpr):
+    """c = a @ b, one BLOCK_M x BLOCK_N tile of c per program, grouped ordering as in lesson 02.
+    The K loop is a tl.range: the compiler software-pipelines it, keeping num_stages - 1 tile
+    loads in flight while tl.dot works on the current tile (num_stages is a launch option).
+    Rows and columns past the edge wrap around (% M, % N) instead of being masked, so only the
+    last K step needs a mask; the wrapped results are never stored."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+#: the hand-written configuration of lesson 03 (a tune.SearchSpace's level 0)
+PIPELINED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8,
+                         num_stages=3)
+
+
+@forbidden_in_graded_calls
+def pipelined_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tensor:
+    """a @ b with the pipelined kernel; ``config`` overrides PIPELINED_DEFAULT's launch options
+    (use blocks of 16 to 32 in interpreter mode, where each program costs milliseconds)."""
+    options = {**PIPELINED_DEFAULT, **config}
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    grid = (triton.cdiv(M, options["BLOCK_M"]) * triton.cdiv(N, options["BLOCK_N"]),)
+    pipelined_matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1),
+                                  b.stride(0), b.stride(1), c.stride(0), c.stride(1), **options)
+    return c
+
+
+@triton.jit
+def persistent_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                             NUM_PROGRAMS: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr):
+    """c = a @ b with NUM_PROGRAMS programs (one per SM) that each walk over output tiles
+    pid, pid + NUM_PROGRAMS, ... in grouped order. Tiles move through tensor descriptors:
+    a_desc is a (M, K) descriptor with blocks of BLOCK_M x BLOCK_K, b_desc (K, N) with
+    BLOCK_K x BLOCK_N, c_desc (M, N) with BLOCK_M x (BLOCK_N // EPILOGUE_SPLIT). Out-of-bounds
+    loads read zeros and out-of-bounds stores are dropped by the hardware (TMA on Hopper), so
+    the kernel has no masks. EPILOGUE_SPLIT = 2 stores c in two halves, halving the shared
+    memory the store stages through."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+        first_pid_m = (tile // num_pid_in_group) * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
+        pid_n = (tile % num_pid_in_group) // group_size_m
+        offs_m = pid_m * BLOCK_M
+        offs_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([offs_m, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, offs_n])
+            acc = tl.dot(a, b, acc)
+        if EPILOGUE_SPLIT == 2:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([offs_m, offs_n], left.to(c_desc.dtype))
+            c_desc.store([offs_m, offs_n + BLOCK_N // 2], right.to(c_desc.dtype))
+        else:
+            c_desc.store([offs_m, offs_n], acc.to(c_desc.dtype))
+
+
+#: the hand-written configuration of the persistent kernel (its SearchSpace's level 0)
+PERSISTENT_DEFAULT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, EPILOGUE_SPLIT=2,
+                          num_warps=8, num_stages=4)
+
+
+def tma_problem(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why a and b cannot be read through tensor descriptors, or None when they can: TMA needs
+    row-major (last stride 1) tensors whose rows start at multiples of 16 bytes."""
+    for name, t in (("a", a), ("b", b)):
+        if t.stride(-1) != 1:
+            return f"{name} has last stride {t.stride(-1)}: tensor descriptors need .contiguous()"
+        if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return (f"{name}'s rows are {t.stride(0) * t.element_size()} bytes apart: tensor "
+                    f"descriptors need multiples of 16 bytes (pad the row length to a multiple "
+                    f"of {16 // t.element_size()} elements)")
+    return None
+
+
+def persistent_grid_size(num_tiles: int) -> int:
+    """Programs for a persistent launch: one per SM (4 in interpreter mode), never more than
+    there are tiles."""
+    from tilegym_edu import device
+    facts = device.info()
+    return max(1, min(num_tiles, facts.sm_count if facts else 4))
+
+
+@forbidden_in_graded_calls
+def persistent_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tensor:
+    """a @ b with the persistent tensor-descriptor kernel; ``config`` overrides
+    PERSISTENT_DEFAULT. Raises ValueError when the layout rules out descriptors (tma_problem)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    problem = tma_problem(a, b)
+    if problem:
+        raise ValueError(problem)
+    options = {**PERSISTENT_DEFAULT, **config}
+    bm, bn, bk = options["BLOCK_M"], options["BLOCK_N"], options["BLOCK_K"]
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if (N * c.element_size()) % 16:
+        raise ValueError(f"c's rows would be {N * c.element_size()} bytes long: tensor "
+                         "descriptors need multiples of 16 bytes")
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn // options["EPILOGUE_SPLIT"]])
+    programs = persistent_grid_size(triton.cdiv(M, bm) * triton.cdiv(N, bn))
+    persistent_matmul_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K,
+                                          NUM_PROGRAMS=programs, **options)
+    return c
