@@ -28,11 +28,11 @@ PIPELINED = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages
     (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 256, 32, 8, 5),
     (64, 256, 32, 4, 4), (128, 64, 64, 4, 4),
 ]
-PERSISTENT = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, EPILOGUE_SPLIT
-    (128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 3, 2), (128, 256, 64, 8, 4, 2),
-    (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 2), (256, 128, 64, 8, 4, 2),
-    (128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 5, 2),
-    (128, 128, 128, 8, 3, 1), (128, 256, 128, 8, 2, 2), (128, 256, 32, 8, 6, 2),
+PERSISTENT = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, EPILOGUE_SPLIT, FLATTEN
+    (128, 256, 64, 8, 3, 1, 0), (128, 256, 64, 8, 3, 2, 0), (128, 256, 64, 8, 3, 2, 1),
+    (128, 256, 64, 8, 4, 2, 0), (128, 256, 64, 8, 4, 2, 1), (128, 256, 64, 8, 4, 1, 0),
+    (256, 128, 64, 8, 3, 2, 1), (128, 128, 64, 8, 4, 1, 0), (128, 128, 64, 8, 4, 1, 1),
+    (128, 128, 64, 4, 4, 1, 0), (128, 256, 32, 8, 6, 2, 1),
 ]
 PTX_MARKERS = {"cp.async (Ampere-style async copy)": r"cp\.async\.c[ag]",
                "cp.async.bulk.tensor (TMA)": r"cp\.async\.bulk\.tensor",
@@ -48,7 +48,7 @@ def pipelined_config(c):
 
 def persistent_config(c):
     return dict(BLOCK_M=c[0], BLOCK_N=c[1], BLOCK_K=c[2], GROUP_M=8, num_warps=c[3],
-                num_stages=c[4], EPILOGUE_SPLIT=c[5])
+                num_stages=c[4], EPILOGUE_SPLIT=c[5], FLATTEN=bool(c[6]))
 
 
 def compiled_kernels(kernel) -> list:
@@ -91,7 +91,7 @@ def main() -> None:
         candidates[name] = (pipelined.pipelined_matmul, pipelined_config(c),
                             pipelined.pipelined_matmul_kernel)
     for c in PERSISTENT:
-        name = "persistent %dx%dx%d w%d s%d split%d" % c
+        name = "persistent %dx%dx%d w%d s%d split%d flatten%d" % c
         candidates[name] = (pipelined.persistent_matmul, persistent_config(c),
                             pipelined.persistent_matmul_kernel)
     working = {}

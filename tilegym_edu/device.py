@@ -13,6 +13,7 @@ runs. ``import tilegym_edu`` at the top of a notebook does this.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -100,8 +101,10 @@ class DeviceInfo:
                 f"driver {self.driver})")
 
 
+@functools.lru_cache(maxsize=None)
 def info(index: int = 0) -> DeviceInfo | None:
-    """Facts about GPU ``index``, or None in interpreter mode."""
+    """Facts about GPU ``index``, or None in interpreter mode. Read once per process (the
+    driver version comes from nvidia-smi, which takes tens of milliseconds)."""
     if not ON_GPU:
         return None
     props = torch.cuda.get_device_properties(index)

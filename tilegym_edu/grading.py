@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
+import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import bench, device
@@ -145,6 +146,23 @@ def require_gpu(what: str) -> None:
         raise NeedsGPU(f"{what} needs an NVIDIA GPU: this notebook runs in Triton's CPU "
                        "interpreter, whose timings say nothing about GPU speed. Run it on a "
                        "machine with a CUDA GPU to earn these points.")
+
+
+def require_tensor_descriptors(what: str) -> None:
+    """Raise NeedsGPU where tensor descriptors (TMA) cannot run: on a GPU below compute
+    capability 9.0 (Hopper), or under a Triton whose interpreter lacks them. In interpreter
+    mode with a recent Triton they run (on the CPU), so correctness can still be graded."""
+    try:
+        import triton.tools.tensor_descriptor  # noqa: F401
+    except ImportError:
+        raise NeedsGPU(f"{what} needs tensor descriptors, which this Triton "
+                       f"({triton.__version__}) does not have: upgrade Triton") from None
+    facts = device.info()
+    if facts and facts.compute_capability < (9, 0):
+        major, minor = facts.compute_capability
+        raise NeedsGPU(f"{what} needs a GPU with the tensor memory accelerator (compute "
+                       f"capability 9.0 or newer: H100, H200, B200); this {facts.name} is "
+                       f"{major}.{minor}, so this cell is not graded here")
 
 
 class _RotatingRunner:

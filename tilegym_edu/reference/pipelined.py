@@ -5,11 +5,15 @@ Shapes: ``a`` is (M, K), ``b`` is (K, N), the result (M, N), in the inputs' dtyp
 float32) with float32 accumulation. Launch options (block sizes, ``num_warps``,
 ``num_stages``) come in as a :class:`tilegym_edu.tune.Config` or keyword arguments.
 """
+from typing import Mapping
+
 import torch
 import triton
 import triton.language as tl
 
+from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.tune import Config, SearchSpace, autotune
 
 
 @triton.jit
@@ -74,20 +78,22 @@ def pipelined_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tensor
 def persistent_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                             NUM_PROGRAMS: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr):
+                             NUM_PROGRAMS: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr,
+                             FLATTEN: tl.constexpr):
     """c = a @ b with NUM_PROGRAMS programs (one per SM) that each walk over output tiles
     pid, pid + NUM_PROGRAMS, ... in grouped order. Tiles move through tensor descriptors:
     a_desc is a (M, K) descriptor with blocks of BLOCK_M x BLOCK_K, b_desc (K, N) with
     BLOCK_K x BLOCK_N, c_desc (M, N) with BLOCK_M x (BLOCK_N // EPILOGUE_SPLIT). Out-of-bounds
     loads read zeros and out-of-bounds stores are dropped by the hardware (TMA on Hopper), so
     the kernel has no masks. EPILOGUE_SPLIT = 2 stores c in two halves, halving the shared
-    memory the store stages through."""
+    memory the store stages through. FLATTEN = True lets the compiler pipeline the tile loop and
+    the K loop as one, so the next tile's first loads overlap this tile's epilogue."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     num_pid_in_group = GROUP_M * num_pid_n
-    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS):
+    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         first_pid_m = (tile // num_pid_in_group) * GROUP_M
         group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
         pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
@@ -110,7 +116,7 @@ def persistent_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 #: the hand-written configuration of the persistent kernel (its SearchSpace's level 0)
 PERSISTENT_DEFAULT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, EPILOGUE_SPLIT=2,
-                          num_warps=8, num_stages=4)
+                          FLATTEN=True, num_warps=8, num_stages=4)
 
 
 def tma_problem(a: torch.Tensor, b: torch.Tensor) -> str | None:
@@ -129,7 +135,6 @@ def tma_problem(a: torch.Tensor, b: torch.Tensor) -> str | None:
 def persistent_grid_size(num_tiles: int) -> int:
     """Programs for a persistent launch: one per SM (4 in interpreter mode), never more than
     there are tiles."""
-    from tilegym_edu import device
     facts = device.info()
     return max(1, min(num_tiles, facts.sm_count if facts else 4))
 
@@ -157,3 +162,94 @@ def persistent_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tenso
     persistent_matmul_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K,
                                           NUM_PROGRAMS=programs, **options)
     return c
+
+
+ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def matmul_shared_bytes(config: Mapping[str, int], element_bytes: int,
+                        epilogue_split: int | None = None) -> int:
+    """Shared memory a matmul configuration needs, in bytes: num_stages buffers, each holding
+    one BLOCK_M x BLOCK_K tile of a and one BLOCK_K x BLOCK_N tile of b. With
+    ``epilogue_split`` (the persistent kernel) the output tile, or its 1/split part, is staged
+    there too before its TMA store. On the H200 the compiler's figure matched this exactly for
+    the pipelined kernel and to within 48 bytes (its barriers) for the persistent one
+    (docs/results/h200.md)."""
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    needed = config["num_stages"] * (bm * bk + bk * bn) * element_bytes
+    if epilogue_split:
+        needed += bm * (bn // epilogue_split) * element_bytes
+    return needed
+
+
+#: accumulator registers per thread above which the rest of the kernel no longer fits in 255
+MAX_ACCUMULATOR_REGISTERS = 128
+
+
+def matmul_prune(config: Mapping[str, int], problem: Mapping[str, object],
+                 resources) -> str | None:
+    """Why ``config`` cannot run well on a GPU with ``resources`` (a tune.Resources), or None.
+    Rejects configurations whose tiles overflow shared memory (they fail to compile) or whose
+    float32 accumulator takes more than MAX_ACCUMULATOR_REGISTERS registers per thread (they
+    spill to slow local memory)."""
+    split = config.get("EPILOGUE_SPLIT")
+    needed = matmul_shared_bytes(config, ELEMENT_BYTES[str(problem["dtype"])], split)
+    if needed > resources.shared_bytes:
+        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
+                f"{resources.shared_bytes // 1024} KiB per block")
+    accumulator = config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"])
+    if accumulator > MAX_ACCUMULATOR_REGISTERS:
+        return (f"accumulator takes {accumulator} registers per thread "
+                f"(over {MAX_ACCUMULATOR_REGISTERS}: it would spill)")
+    return None
+
+
+def _configs(rows, names):
+    return tuple(Config(**dict(zip(names, row))) for row in rows)
+
+
+_PIPELINED_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+
+#: the pipelined kernel's search space; level 1 holds configurations that did well on the H200
+#: (benchmarks/matmul_configs.py) plus smaller tiles for GPUs with less shared memory
+PIPELINED_SPACE = SearchSpace(
+    default=Config(**PIPELINED_DEFAULT),
+    small=_configs([(128, 256, 64, 8, 8, 3), (128, 256, 32, 8, 8, 5), (128, 128, 64, 8, 8, 4),
+                    (128, 128, 32, 8, 4, 5), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4)],
+                   _PIPELINED_NAMES),
+    grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
+          "GROUP_M": (8,), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
+    prune=matmul_prune, cap=120)
+
+_PERSISTENT_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EPILOGUE_SPLIT", "FLATTEN",
+                     "num_warps", "num_stages")
+
+#: the persistent kernel's search space (tensor descriptors: compute capability 9.0 and up)
+PERSISTENT_SPACE = SearchSpace(
+    default=Config(**PERSISTENT_DEFAULT),
+    small=_configs([(128, 256, 64, 8, 2, True, 8, 3), (256, 128, 64, 8, 2, True, 8, 3),
+                    (128, 128, 64, 8, 1, True, 8, 4), (128, 128, 64, 8, 1, False, 4, 4),
+                    (128, 256, 32, 8, 2, True, 8, 6)], _PERSISTENT_NAMES),
+    grid={"BLOCK_M": (128, 256), "BLOCK_N": (128, 256), "BLOCK_K": (32, 64, 128),
+          "GROUP_M": (8,), "EPILOGUE_SPLIT": (1, 2), "FLATTEN": (True, False),
+          "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
+    prune=matmul_prune, cap=120)
+
+
+def matmul_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
+    """What the best configuration depends on: the shape and the dtype."""
+    return {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1],
+            "dtype": str(a.dtype).removeprefix("torch.")}
+
+
+@forbidden_in_graded_calls
+def tuned_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1,
+                 persistent: bool = False) -> torch.Tensor:
+    """a @ b with the configuration tune.autotune picks for this shape (once; then cached):
+    the pipelined kernel, or the persistent one with ``persistent=True``."""
+    run, space, kernel = ((persistent_matmul, PERSISTENT_SPACE, persistent_matmul_kernel)
+                          if persistent else
+                          (pipelined_matmul, PIPELINED_SPACE, pipelined_matmul_kernel))
+    result = autotune(kernel, matmul_problem(a, b), space,
+                      lambda config: run.__wrapped__(a, b, **config), level=level)
+    return run.__wrapped__(a, b, **result.config)

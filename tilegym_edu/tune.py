@@ -1,0 +1,414 @@
+"""Autotuning: pick the fastest launch configuration of a kernel for one problem, on this GPU.
+
+How a search goes (:func:`autotune`):
+
+1. **Candidates** come from a :class:`SearchSpace` at a *level*: 0 is the hand-written default
+   alone, 1 a small list worth trying on any GPU (under a minute), 2 the full grid of every
+   combination, capped. Each candidate is first put to a pruning predicate that rejects what
+   cannot fit this GPU (shared memory, registers) without compiling it.
+2. **Compilation**: every candidate runs once; one the compiler refuses (OutOfResources, for
+   one) is recorded as failed, not fatal.
+3. **Racing** with early stopping: survivors are timed interleaved, a few samples each, round
+   after round. After each round a candidate whose *fastest* sample is slower than the
+   leader's *median* by more than ``slack`` is dropped: even its luckiest run lost to the
+   leader's typical one, so more samples would not save it. Racing ends when one is left or
+   after ``max_rounds``; the lowest median wins.
+4. **Caching**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
+   level and candidate list, in memory and in ``$TILEGYM_CACHE_DIR/tune.json``: a second run,
+   even in a new process, costs nothing. Change the kernel and it tunes again.
+
+Clocks are read before and after (never set). In interpreter mode there is nothing to time:
+:func:`autotune` returns the default configuration and says so, unless it is given a
+``measure`` function (the tests use synthetic timings that way).
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import inspect
+import itertools
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+import triton
+
+from tilegym_edu import bench, device
+from tilegym_edu.ceilings import cache_path as _ceilings_cache_path
+
+LEVELS = {0: "the hand-written default", 1: "a small space (tunes in under a minute)",
+          2: "the full grid, pruned and capped"}
+
+
+class Config(Mapping[str, int]):
+    """One launch configuration: the kernel's constexpr meta-parameters and the launch options
+    ``num_warps`` and ``num_stages``. It is a read-only mapping, so ``kernel[grid](...,
+    **config)`` launches with it. ``Config(BLOCK_M=128, ..., num_stages=3)``."""
+
+    def __init__(self, **params: int | bool):
+        self._params = dict(sorted(params.items()))
+
+    def __getitem__(self, name: str) -> int:
+        return self._params[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._params.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{k}={v}" for k, v in self._params.items()) + ")"
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self._params.items())
+
+    def replace(self, **changes: int | bool) -> Config:
+        """A copy with some values changed: ``config.replace(num_stages=1)``."""
+        unknown = set(changes) - set(self._params)
+        if unknown:
+            raise KeyError(f"{sorted(unknown)} not in {self}")
+        return Config(**{**self._params, **changes})
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one program may use on this GPU: shared memory per block (bytes, with opt-in) and
+    32-bit registers per thread."""
+
+    shared_bytes: int
+    registers_per_thread: int = 255
+
+    @classmethod
+    def of_gpu(cls, index: int = 0) -> Resources | None:
+        """This GPU's limits, or None in interpreter mode (nothing to prune against)."""
+        if not device.ON_GPU:
+            return None
+        import torch
+        props = torch.cuda.get_device_properties(index)
+        shared = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
+        return cls(shared_bytes=int(shared))
+
+
+#: prune(config, problem, resources) -> why the config cannot run here, or None if it can
+Prune = Callable[[Config, Mapping[str, object], Resources], "str | None"]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The configurations worth trying, by level.
+
+    ``default`` is level 0; level 1 adds ``small``; level 2 adds every combination of
+    ``grid`` (a mapping from parameter to values), keeping at most ``cap`` after pruning.
+    ``prune`` is called with each candidate, the problem and the GPU's Resources."""
+
+    default: Config
+    small: Sequence[Config] = ()
+    grid: Mapping[str, Sequence[int | bool]] = field(default_factory=dict)
+    prune: Prune | None = None
+    cap: int = 200
+
+    def configs(self, level: int) -> list[Config]:
+        """Every candidate of ``level``, default first, without duplicates, before pruning."""
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {sorted(LEVELS)} ({LEVELS}), not {level!r}")
+        found = [self.default]
+        if level >= 1:
+            found += list(self.small)
+        if level >= 2 and self.grid:
+            names = list(self.grid)
+            found += [Config(**dict(zip(names, values)))
+                      for values in itertools.product(*(self.grid[n] for n in names))]
+        return list(dict.fromkeys(found))
+
+    def candidates(self, level: int, problem: Mapping[str, object],
+                   resources: Resources | None) -> tuple[list[Config], list[tuple[Config, str]]]:
+        """(kept, pruned with reasons) for ``level``. Without Resources (interpreter mode)
+        nothing is pruned. At level 2 more than ``cap`` survivors are thinned evenly, the
+        level-1 configurations always kept."""
+        kept, pruned = [], []
+        for config in self.configs(level):
+            reason = self.prune(config, problem, resources) if self.prune and resources else None
+            (pruned.append((config, reason)) if reason else kept.append(config))
+        if len(kept) > self.cap:
+            must = [c for c in kept if c in self.configs(1)]
+            rest = [c for c in kept if c not in must]
+            step = len(rest) / max(1, self.cap - len(must))
+            chosen = {rest[int(i * step)] for i in range(self.cap - len(must))}
+            pruned += [(c, f"over the cap of {self.cap} configurations") for c in rest
+                       if c not in chosen]
+            kept = must + [c for c in rest if c in chosen]
+        return kept, pruned
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What happened to one candidate: status is "winner", "raced", "dropped in round N",
+    "pruned: ..." or "failed: ..."; samples are milliseconds per call."""
+
+    config: Config
+    status: str
+    samples_ms: tuple[float, ...] = ()
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.samples_ms) if self.samples_ms else None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The outcome of a search: the winning configuration and how it was found."""
+
+    config: Config
+    level: int
+    trials: tuple[Trial, ...]
+    from_cache: bool
+    seconds: float                     # wall time of the search (of the original one if cached)
+    device: str
+    sm_clock_mhz: tuple[int | None, int | None] = (None, None)  # read before and after
+    note: str = ""
+
+    def table(self) -> str:
+        """One line per candidate, fastest first, pruned and failed ones last."""
+        timed = sorted((t for t in self.trials if t.samples_ms), key=lambda t: t.median_ms)
+        rest = [t for t in self.trials if not t.samples_ms]
+        best = timed[0].median_ms if timed else None
+        lines = [f"{'configuration':64s} {'median ms':>10s} {'vs best':>8s} {'samples':>7s}  status"]
+        for t in timed + rest:
+            median = f"{t.median_ms:10.4f}" if t.samples_ms else f"{'-':>10s}"
+            ratio = f"{t.median_ms / best:7.2f}x" if t.samples_ms and best else f"{'-':>8s}"
+            lines.append(f"{str(t.config):64s} {median} {ratio} {len(t.samples_ms):7d}  {t.status}")
+        source = "from the cache" if self.from_cache else f"searched in {self.seconds:.1f} s"
+        clocks = " -> ".join("?" if c is None else f"{c} MHz" for c in self.sm_clock_mhz)
+        lines.append(f"level {self.level} ({LEVELS[self.level]}), {source}, on {self.device}, "
+                     f"SM clock {clocks}" + (f"; {self.note}" if self.note else ""))
+        return "\n".join(lines)
+
+
+#: measure(configs) -> a few fresh timing samples (ms) of each config, timed interleaved
+Measure = Callable[[Sequence[Config]], Mapping[Config, Sequence[float]]]
+
+
+def race(configs: Sequence[Config], measure: Measure, *, max_rounds: int = 4,
+         slack: float = 0.05, on_round: Callable[[int, int], None] | None = None,
+         ) -> tuple[Config, list[Trial]]:
+    """Time ``configs`` round after round, dropping the clearly slower (see the module
+    docstring); returns the winner (lowest median) and a Trial per config."""
+    if not configs:
+        raise ValueError("race() needs at least one configuration")
+    samples: dict[Config, list[float]] = {c: [] for c in configs}
+    dropped: dict[Config, int] = {}
+    alive = list(configs)
+    for round_number in range(1, max_rounds + 1):
+        batch = measure(alive)
+        for c in alive:
+            samples[c] += [float(t) for t in batch[c]]
+        leader = min(alive, key=lambda c: statistics.median(samples[c]))
+        bar = statistics.median(samples[leader]) * (1 + slack)
+        for c in alive:
+            if c != leader and min(samples[c]) > bar:
+                dropped[c] = round_number
+        alive = [c for c in alive if c not in dropped]
+        if on_round:
+            on_round(round_number, len(alive))
+        if len(alive) == 1:
+            break
+    winner = min(alive, key=lambda c: statistics.median(samples[c]))
+    trials = [Trial(c, "winner" if c == winner else
+                    f"dropped in round {dropped[c]}" if c in dropped else "raced",
+                    tuple(samples[c])) for c in configs]
+    return winner, trials
+
+
+class _Progress:
+    """A one-line text progress bar on stdout (carriage returns: Jupyter redraws it)."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.label, self.enabled = label, enabled
+
+    def show(self, done: int, total: int, note: str = "") -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stdout.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{done}/{total} {note}".ljust(110))
+        sys.stdout.flush()
+
+    def close(self, message: str) -> None:
+        if self.enabled:
+            sys.stdout.write(f"\r{self.label}: {message}".ljust(110) + "\n")
+            sys.stdout.flush()
+
+
+def kernel_source(kernel: object) -> str:
+    """The source text of a @triton.jit kernel (or any function)."""
+    src = getattr(kernel, "src", None)
+    return src if isinstance(src, str) else inspect.getsource(getattr(kernel, "fn", kernel))
+
+
+def _device_identity() -> str:
+    facts = device.info()
+    gpu = (f"{facts.name} cc{facts.compute_capability[0]}.{facts.compute_capability[1]} "
+           f"driver {facts.driver}" if facts else "Triton interpreter")
+    return f"{gpu} | triton {triton.__version__}"
+
+
+def cache_key(kernel: object, problem: Mapping[str, object], level: int,
+              configs: Sequence[Config]) -> str:
+    """What a cached result depends on: GPU, driver, Triton, kernel source, problem, level
+    and the candidates (a changed search space tunes again)."""
+    digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
+    space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
+    shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
+    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "?")
+    return f"{_device_identity()} | {name} {digest} | {shape} | level {level} | space {space}"
+
+
+def cache_path() -> Path:
+    """Where tuning results persist: next to the measured ceilings."""
+    return _ceilings_cache_path().with_name("tune.json")
+
+
+_MEMORY: dict[str, TuneResult] = {}
+
+
+def _to_json(result: TuneResult) -> dict:
+    return {"config": dict(result.config), "level": result.level, "seconds": result.seconds,
+            "device": result.device, "sm_clock_mhz": list(result.sm_clock_mhz),
+            "note": result.note, "date": datetime.date.today().isoformat(),
+            "trials": [{"config": dict(t.config), "status": t.status,
+                        "samples_ms": list(t.samples_ms)} for t in result.trials]}
+
+
+def _from_json(entry: dict) -> TuneResult:
+    return TuneResult(
+        config=Config(**entry["config"]), level=entry["level"], from_cache=True,
+        trials=tuple(Trial(Config(**t["config"]), t["status"], tuple(t["samples_ms"]))
+                     for t in entry["trials"]),
+        seconds=entry["seconds"], device=entry["device"],
+        sm_clock_mhz=tuple(entry["sm_clock_mhz"]), note=entry.get("note", ""))
+
+
+def _load_cached(key: str) -> TuneResult | None:
+    if key in _MEMORY:
+        return _MEMORY[key]
+    path = cache_path()
+    if not path.exists():
+        return None
+    try:
+        entry = json.loads(path.read_text()).get(key)
+    except (json.JSONDecodeError, OSError):
+        return None
+    if entry is None:
+        return None
+    _MEMORY[key] = _from_json(entry)
+    return _MEMORY[key]
+
+
+def _store(key: str, result: TuneResult) -> None:
+    _MEMORY[key] = replace(result, from_cache=True)
+    path = cache_path()
+    try:
+        cache = json.loads(path.read_text()) if path.exists() else {}
+    except (json.JSONDecodeError, OSError):
+        cache = {}
+    cache[key] = _to_json(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cache, indent=1))
+
+
+def clear_cache() -> None:
+    """Forget every tuning result, in memory and on disk."""
+    _MEMORY.clear()
+    cache_path().unlink(missing_ok=True)
+
+
+def gpu_measure(launch: Callable[[Config], object]) -> Measure:
+    """Timing samples on the GPU: each round times every config five times, interleaved,
+    L2 flushed before each run (tilegym_edu.bench rules)."""
+    def measure(configs: Sequence[Config]) -> dict[Config, list[float]]:
+        fns = {str(c): (lambda c=c: launch(c)) for c in configs}
+        results = bench.compare(fns, warmup_ms=2, rep_ms=1, max_runs=5)
+        by_name = {m.name: m for m in results}
+        return {c: list(by_name[str(c)].times_ms) for c in configs}
+    return measure
+
+
+def _compile_all(configs: Sequence[Config], launch: Callable[[Config], object],
+                 progress: _Progress) -> tuple[list[Config], list[Trial]]:
+    """Run each config once (compiling it); the ones the compiler refuses become Trials."""
+    working, failed = [], []
+    for i, config in enumerate(configs):
+        progress.show(i, len(configs), f"compiling {config}")
+        try:
+            launch(config)
+            device.synchronize()
+        except Exception as error:  # noqa: BLE001  (OutOfResources, CompilationError, ...)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            failed.append(Trial(config, f"failed: {type(error).__name__}: {first_line[:160]}"))
+        else:
+            working.append(config)
+    if not working:
+        raise RuntimeError("no configuration could run; the first failure was "
+                           f"{failed[0].status[len('failed: '):]} (config {failed[0].config})")
+    return working, failed
+
+
+def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
+             launch: Callable[[Config], object], *, level: int = 1, cache: bool = True,
+             progress: bool = True, measure: Measure | None = None,
+             resources: Resources | None = None, max_rounds: int = 4,
+             slack: float = 0.05) -> TuneResult:
+    """The fastest configuration of ``kernel`` for ``problem`` on this GPU.
+
+    ``problem`` names what the best configuration depends on (e.g. M, N, K and dtype);
+    ``launch(config)`` runs the kernel once on that problem's inputs with ``config``.
+    ``level`` picks the search space (0, 1, 2: see SearchSpace). ``cache=False`` searches
+    again even when a result is stored. ``resources`` defaults to this GPU's limits;
+    ``measure`` defaults to GPU timing (in interpreter mode, without one, the default
+    configuration is returned untimed).
+    """
+    configs = space.configs(level)
+    key = cache_key(kernel, problem, level, configs)
+    if cache:
+        cached = _load_cached(key)
+        if cached is not None:
+            return cached
+    if measure is None and not device.ON_GPU:
+        return TuneResult(space.default, level, (Trial(space.default, "winner"),), False, 0.0,
+                          "CPU (Triton interpreter)",
+                          note="interpreter mode: nothing to time, the default configuration "
+                               "is used")
+    resources = resources or Resources.of_gpu()
+    facts = device.info()
+    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "kernel")
+    bar = _Progress(f"tuning {name} ({', '.join(f'{k}={v}' for k, v in problem.items())})",
+                    progress)
+    start, clock_before = time.perf_counter(), device.sm_clock_mhz() if facts else None
+    kept, pruned = space.candidates(level, problem, resources)
+    if not kept:
+        raise RuntimeError(f"every configuration of level {level} was pruned; the first: "
+                           f"{pruned[0][0]}: {pruned[0][1]}")
+    working, failed = _compile_all(kept, launch, bar)
+    winner, raced = race(working, measure or gpu_measure(launch), max_rounds=max_rounds,
+                         slack=slack, on_round=lambda r, alive: bar.show(
+                             r, max_rounds, f"racing: {alive} of {len(working)} left"))
+    result = TuneResult(
+        config=winner, level=level, from_cache=False,
+        trials=tuple(raced + failed + [Trial(c, f"pruned: {why}") for c, why in pruned]),
+        seconds=time.perf_counter() - start, device=facts.name if facts else "interpreter",
+        sm_clock_mhz=(clock_before, device.sm_clock_mhz() if facts else None))
+    bar.close(f"best of {len(working)} in {result.seconds:.1f} s: {winner}")
+    _store(key, result)
+    return result
