@@ -1,0 +1,65 @@
+"""tilegym_edu.tune on a real GPU: a level-1 search of the reference pipelined matmul times
+every candidate, records the clocks, picks a correct configuration and is cached; a
+configuration the compiler refuses is recorded as failed; this GPU's limits prune."""
+import time
+
+import pytest
+import torch
+
+from tilegym_edu import tune
+from tilegym_edu.reference import pipelined
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    tune._MEMORY.clear()
+    yield
+    tune._MEMORY.clear()
+
+
+def inputs(n=2048):
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    return a, b
+
+
+def test_level_1_search_times_every_candidate_and_is_cached():
+    a, b = inputs()
+    launch = lambda config: pipelined.pipelined_matmul.__wrapped__(a, b, **config)  # noqa: E731
+    problem = pipelined.matmul_problem(a, b)
+    result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
+                           launch)
+    print(result.table())
+    assert not result.from_cache and result.config in pipelined.PIPELINED_SPACE.configs(1)
+    assert all(t.samples_ms for t in result.trials)  # level 1 fits this GPU: all raced
+    assert all(c is not None for c in result.sm_clock_mhz)
+    start = time.perf_counter()
+    again = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
+                          launch)
+    assert again.from_cache and again.config == result.config
+    assert time.perf_counter() - start < 0.05
+    out = launch(result.config)
+    ref = a.double() @ b.double()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 3e-3
+
+
+def test_a_configuration_the_compiler_refuses_is_recorded_not_fatal():
+    a, b = inputs(1024)
+    huge = tune.Config(**{**pipelined.PIPELINED_DEFAULT, "BLOCK_M": 256, "BLOCK_N": 256,
+                          "BLOCK_K": 128, "num_stages": 5})
+    space = tune.SearchSpace(default=tune.Config(**pipelined.PIPELINED_DEFAULT), small=[huge])
+    result = tune.autotune(pipelined.pipelined_matmul_kernel, pipelined.matmul_problem(a, b),
+                           space, lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c))
+    status = {t.config: t.status for t in result.trials}
+    assert status[huge].startswith("failed: OutOfResources"), status[huge]
+    assert result.config == space.default
+
+
+def test_this_gpus_limits_prune_what_cannot_fit():
+    resources = tune.Resources.of_gpu()
+    assert resources.shared_bytes >= 48 * 1024
+    kept, pruned = pipelined.PIPELINED_SPACE.candidates(2, {"dtype": "float16"}, resources)
+    assert kept and pruned
+    for config, reason in pruned:
+        assert "shared memory" in reason or "registers" in reason or "cap" in reason

@@ -1,0 +1,308 @@
+"""tilegym_edu.tune on the CPU: configurations, levels, pruning, racing on synthetic timings,
+the cache, compile failures and the progress bar. (tests/gpu/test_tune_gpu.py times real kernels.)"""
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from tilegym_edu import tune
+from tilegym_edu.reference import pipelined
+
+REPO = Path(__file__).resolve().parent.parent
+H200 = tune.Resources(shared_bytes=232448)  # what torch reports for an H200 (opt-in maximum)
+PROBLEM = {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    tune._MEMORY.clear()
+    yield
+    tune._MEMORY.clear()
+
+
+def cfg(block, stages=3, warps=4):
+    return tune.Config(BLOCK=block, num_warps=warps, num_stages=stages)
+
+
+SPACE = tune.SearchSpace(default=cfg(64), small=[cfg(128), cfg(64), cfg(32)],
+                         grid={"BLOCK": (32, 64, 128, 256), "num_warps": (4, 8),
+                               "num_stages": (2, 3)})
+
+
+def kernel_a():
+    return 1
+
+
+def kernel_b():
+    return 2
+
+
+class SyntheticGPU:
+    """Timings with a true mean per config and 2% noise; counts what it was asked."""
+
+    def __init__(self, means, seed=0):
+        self.means, self.rng, self.calls = means, random.Random(seed), 0
+
+    def __call__(self, configs):
+        self.calls += 1
+        return {c: [self.means[c] * (1 + 0.02 * self.rng.random()) for _ in range(5)]
+                for c in configs}
+
+
+# --- Config --------------------------------------------------------------------------------
+
+def test_config_is_a_hashable_mapping_for_kernel_launches():
+    c = tune.Config(BLOCK_N=64, BLOCK_M=128, num_stages=3)
+    assert dict(c) == {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3}
+    assert c == tune.Config(num_stages=3, BLOCK_M=128, BLOCK_N=64)
+    assert len({c, tune.Config(num_stages=3, BLOCK_M=128, BLOCK_N=64)}) == 1
+    assert str(c) == "BLOCK_M=128 BLOCK_N=64 num_stages=3"
+
+    def launch(**kwargs):
+        return kwargs
+    assert launch(**c) == dict(c)
+
+
+def test_config_replace_changes_one_value_and_refuses_unknown_names():
+    c = tune.Config(BLOCK_M=128, num_stages=3)
+    assert c.replace(num_stages=1) == tune.Config(BLOCK_M=128, num_stages=1)
+    assert c["num_stages"] == 3
+    with pytest.raises(KeyError, match="num_warps"):
+        c.replace(num_warps=8)
+
+
+# --- levels and pruning --------------------------------------------------------------------
+
+def test_level_0_is_the_default_alone():
+    assert SPACE.configs(0) == [cfg(64)]
+
+
+def test_level_1_adds_the_small_list_without_duplicates():
+    assert SPACE.configs(1) == [cfg(64), cfg(128), cfg(32)]
+
+
+def test_level_2_adds_the_whole_grid():
+    configs = SPACE.configs(2)
+    assert configs[:3] == SPACE.configs(1)
+    assert len(configs) == len(set(configs)) == 4 * 2 * 2  # the three level-1 configs are in the grid too
+    assert tune.Config(BLOCK=256, num_warps=8, num_stages=2) in configs
+
+
+def test_unknown_level_is_refused_with_the_levels_listed():
+    with pytest.raises(ValueError, match="level must be one of"):
+        SPACE.configs(3)
+
+
+def test_pruning_rejects_with_a_reason_and_only_with_resources():
+    def prune(config, problem, resources):
+        return "too big" if config["BLOCK"] * 1000 > resources.shared_bytes else None
+    space = tune.SearchSpace(default=cfg(64), small=[cfg(128), cfg(256)], prune=prune)
+    kept, pruned = space.candidates(1, PROBLEM, tune.Resources(shared_bytes=150_000))
+    assert kept == [cfg(64), cfg(128)] and pruned == [(cfg(256), "too big")]
+    assert space.candidates(1, PROBLEM, None) == (space.configs(1), [])
+
+
+def test_the_cap_thins_the_grid_but_keeps_level_1():
+    space = tune.SearchSpace(default=cfg(64), small=[cfg(128)], cap=6,
+                             grid={"BLOCK": tuple(range(16, 16 * 40, 16)), "num_warps": (4,),
+                                   "num_stages": (3,)})
+    kept, pruned = space.candidates(2, PROBLEM, H200)
+    assert len(kept) == 6 and kept[:2] == [cfg(64), cfg(128)]
+    assert len(kept) + len(pruned) == len(space.configs(2))
+    assert all(reason == "over the cap of 6 configurations" for _, reason in pruned)
+
+
+def test_matmul_prune_rejects_what_failed_to_compile_on_the_h200():
+    # 128x256x64, 4 stages, unsplit epilogue: the compiler asked for 262,176 bytes of 232,448
+    failed = tune.Config(**{**pipelined.PERSISTENT_DEFAULT, "EPILOGUE_SPLIT": 1})
+    assert "shared memory" in pipelined.matmul_prune(failed, PROBLEM, H200)
+    assert pipelined.matmul_prune(tune.Config(**pipelined.PERSISTENT_DEFAULT), PROBLEM, H200) is None
+    too_many_registers = tune.Config(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, num_warps=4,
+                                     num_stages=2)
+    assert "registers" in pipelined.matmul_prune(too_many_registers, PROBLEM, H200)
+
+
+def test_shared_memory_model_matches_what_the_compiler_allocated_on_the_h200():
+    record = json.loads((REPO / "docs/results/h200-2026-11-29-matmul-configs.json").read_text())
+    checked = 0
+    for name, facts in record["configs"].items():
+        if "shared_bytes" not in facts:
+            continue
+        config = facts["config"]
+        model = pipelined.matmul_shared_bytes(config, 2, config.get("EPILOGUE_SPLIT"))
+        if name.startswith("pipelined"):
+            assert model == facts["shared_bytes"], name
+        else:  # plus a few barriers
+            assert 0 <= facts["shared_bytes"] - model <= 64, name
+        checked += 1
+    assert checked >= 20
+
+
+def test_every_level_1_matmul_config_fits_the_h200():
+    for space in (pipelined.PIPELINED_SPACE, pipelined.PERSISTENT_SPACE):
+        kept, pruned = space.candidates(1, PROBLEM, H200)
+        assert pruned == [] and len(kept) >= 5
+        kept2, pruned2 = space.candidates(2, PROBLEM, H200)
+        assert len(kept2) == space.cap and pruned2
+
+
+# --- racing ----------------------------------------------------------------------------------
+
+def test_race_drops_clearly_slower_candidates_after_one_round():
+    fast, close, slow = cfg(64), cfg(128), cfg(32)
+    gpu = SyntheticGPU({fast: 1.0, close: 1.01, slow: 1.5})
+    winner, trials = tune.race([fast, close, slow], gpu, max_rounds=4)
+    status = {t.config: t.status for t in trials}
+    assert winner == fast
+    assert status[slow] == "dropped in round 1"
+    assert status[close] == "raced"  # within noise of the leader: raced to the end
+    assert len(next(t for t in trials if t.config == slow).samples_ms) == 5
+    assert len(next(t for t in trials if t.config == close).samples_ms) == 20
+
+
+def test_race_stops_as_soon_as_one_candidate_is_left():
+    fast, slow = cfg(64), cfg(32)
+    gpu = SyntheticGPU({fast: 1.0, slow: 2.0})
+    rounds = []
+    winner, _ = tune.race([fast, slow], gpu, max_rounds=4, on_round=lambda r, alive: rounds.append((r, alive)))
+    assert winner == fast and gpu.calls == 1 and rounds == [(1, 1)]
+
+
+def test_race_keeps_a_candidate_whose_best_run_beats_the_leaders_median():
+    a, b = cfg(64), cfg(32)
+
+    def measure(configs):  # b is noisy: slower median, but some runs faster than a's median
+        return {c: ([1.0] * 5 if c == a else [0.99, 1.2, 1.2, 1.2, 1.2]) for c in configs}
+    winner, trials = tune.race([a, b], measure, max_rounds=2)
+    assert winner == a and {t.status for t in trials} == {"winner", "raced"}
+
+
+def test_race_on_many_synthetic_candidates_finds_the_fastest_cheaply():
+    configs = [cfg(16 * i) for i in range(1, 31)]
+    means = {c: 1.0 + 0.1 * i for i, c in enumerate(configs)}
+    means[configs[17]] = 0.8
+    gpu = SyntheticGPU(means, seed=3)
+    winner, trials = tune.race(configs, gpu)
+    assert winner == configs[17]
+    samples = sum(len(t.samples_ms) for t in trials)
+    assert samples < 0.3 * len(configs) * 20  # early stopping: far fewer than racing all 4 rounds
+
+
+# --- autotune: interpreter default, cache, failures, progress --------------------------------
+
+def test_without_a_gpu_or_timings_the_default_is_returned_and_says_why():
+    result = tune.autotune(kernel_a, PROBLEM, SPACE, launch=lambda c: None)
+    assert result.config == SPACE.default and "interpreter mode" in result.note
+
+
+def test_second_call_comes_from_the_cache_without_timing_anything():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    first = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)
+    calls = gpu.calls
+    second = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)
+    assert first.config == second.config == cfg(128)
+    assert not first.from_cache and second.from_cache and gpu.calls == calls
+    tune._MEMORY.clear()  # a new process: read back from disk
+    third = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)
+    assert third.from_cache and third.config == cfg(128) and gpu.calls == calls
+    assert third.trials == first.trials and tune.cache_path().exists()
+
+
+def test_cache_is_keyed_by_kernel_source_problem_level_and_space():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+
+    def tuned(kernel=kernel_a, problem=PROBLEM, level=1, space=SPACE):
+        return tune.autotune(kernel, problem, space, lambda c: None, level=level, measure=gpu,
+                             progress=False)
+    tuned()
+    assert not tuned(kernel=kernel_b).from_cache
+    assert not tuned(problem={**PROBLEM, "K": 512}).from_cache
+    assert not tuned(level=0).from_cache
+    assert not tuned(space=tune.SearchSpace(default=cfg(64), small=[cfg(128)])).from_cache
+    assert tuned().from_cache
+
+
+def test_cache_false_searches_again():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)
+    calls = gpu.calls
+    again = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False,
+                          cache=False)
+    assert not again.from_cache and gpu.calls > calls
+
+
+def test_configs_that_fail_to_compile_are_recorded_not_fatal():
+    def launch(config):
+        if config["BLOCK"] == 128:
+            raise RuntimeError("out of resource: shared memory, Required: 262176\nmore detail")
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    result = tune.autotune(kernel_a, PROBLEM, SPACE, launch, measure=gpu, progress=False)
+    status = {t.config: t.status for t in result.trials}
+    assert result.config == cfg(64)
+    assert status[cfg(128)] == "failed: RuntimeError: out of resource: shared memory, Required: 262176"
+    assert "failed: RuntimeError" in result.table()
+
+
+def test_when_nothing_can_run_the_error_names_the_first_failure():
+    def launch(config):
+        raise NameError("name 'tl' is not defined")
+    with pytest.raises(RuntimeError, match="NameError: name 'tl' is not defined"):
+        tune.autotune(kernel_a, PROBLEM, SPACE, launch, measure=SyntheticGPU({}), progress=False)
+
+
+def test_when_everything_is_pruned_the_error_says_why():
+    space = tune.SearchSpace(default=cfg(64), prune=lambda c, p, r: "does not fit")
+    with pytest.raises(RuntimeError, match="pruned.*does not fit"):
+        tune.autotune(kernel_a, PROBLEM, space, lambda c: None, measure=SyntheticGPU({}),
+                      resources=H200, progress=False)
+
+
+def test_pruned_configs_appear_in_the_result():
+    space = tune.SearchSpace(default=cfg(64), small=[cfg(256)],
+                             prune=lambda c, p, r: "too big" if c["BLOCK"] > 128 else None)
+    result = tune.autotune(kernel_a, PROBLEM, space, lambda c: None, resources=H200,
+                           measure=SyntheticGPU({cfg(64): 1.0}), progress=False)
+    assert {t.status for t in result.trials} == {"winner", "pruned: too big"}
+
+
+def test_progress_bar_redraws_one_line_and_ends_with_the_winner(capsys):
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu)
+    out = capsys.readouterr().out
+    assert out.count("\r") >= 4 and "compiling" in out and "racing" in out
+    last = out.rstrip().split("\r")[-1]
+    assert "best of 3" in last and "BLOCK=128 num_stages=3 num_warps=4" in last
+    tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu)
+    assert capsys.readouterr().out == ""  # from the cache: nothing to show
+
+
+def test_table_lists_every_candidate_fastest_first():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    table = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu,
+                          progress=False).table()
+    lines = table.splitlines()
+    assert "BLOCK=128" in lines[1] and "winner" in lines[1] and "1.00x" in lines[1]
+    assert "dropped in round 1" in table and "level 1" in lines[-1] and "searched in" in lines[-1]
+
+
+# --- the reference tuned matmuls in the interpreter ------------------------------------------
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["pipelined", "persistent"])
+def test_tuned_reference_matmul_is_correct_in_the_interpreter(persistent):
+    a = torch.randn(72, 40, dtype=torch.float16)
+    b = torch.randn(40, 48, dtype=torch.float16)
+    ref = a.double() @ b.double()
+    out = pipelined.tuned_matmul(a, b, persistent=persistent)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 3e-3
+
+
+def test_persistent_refuses_rows_tma_cannot_address():
+    a = torch.randn(8, 45, dtype=torch.float16)
+    b = torch.randn(45, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match="multiples of 16 bytes"):
+        pipelined.persistent_matmul.__wrapped__(a, b)
+    with pytest.raises(ValueError, match="contiguous"):
+        pipelined.persistent_matmul.__wrapped__(torch.randn(16, 8, dtype=torch.float16).t(), b[:16])
