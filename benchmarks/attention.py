@@ -13,7 +13,6 @@ import tilegym_edu  # noqa: F401  (first: decides the mode before triton is impo
 import argparse
 import datetime
 import json
-import math
 
 import torch
 import torch.nn.functional as F
@@ -25,16 +24,6 @@ from tilegym_edu.reference import attention
 
 BACKENDS = {"SDPA flash": SDPBackend.FLASH_ATTENTION, "SDPA cuDNN": SDPBackend.CUDNN_ATTENTION,
             "SDPA efficient": SDPBackend.EFFICIENT_ATTENTION, "SDPA math": SDPBackend.MATH}
-
-
-def naive_attention(q, k, v, causal):
-    """The S x S scores in memory: what the lesson starts from."""
-    scores = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
-    if causal:
-        seq = q.shape[2]
-        keep = torch.ones(seq, seq, device=q.device, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
 
 
 def sdpa(backend, q, k, v, causal):
@@ -58,10 +47,10 @@ def compare_attention(b, h, s, d, causal, level, record):
     fns = {"reference default": lambda: attention.flash_attention(q, k, v, causal,
                                                                    config=attention.ATTENTION_SPACE.default),
            "reference autotuned": lambda: attention.flash_attention(q, k, v, causal, config=result.config),
-           "naive PyTorch": lambda: naive_attention(q, k, v, causal)}
+           "naive PyTorch": lambda: attention.naive_attention(q, k, v, causal)}
     for name, backend in BACKENDS.items():
         fns[name] = sdpa(backend, q, k, v, causal)
-    ref = naive_attention(q.float(), k.float(), v.float(), causal)
+    ref = attention.naive_attention(q.float(), k.float(), v.float(), causal)
     errors, failed = {}, {}
     for name, fn in list(fns.items()):
         try:
@@ -85,7 +74,7 @@ def peak_memory(record):
     for s in (1024, 2048, 4096, 8192, 16384):
         q, k, v = (torch.randn(1, 16, s, 128, device="cuda", dtype=torch.float16) for _ in range(3))
         row = {}
-        for name, fn in (("naive PyTorch", lambda: naive_attention(q, k, v, False)),
+        for name, fn in (("naive PyTorch", lambda: attention.naive_attention(q, k, v, False)),
                          ("reference", lambda: attention.flash_attention(
                              q, k, v, config=attention.ATTENTION_SPACE.default))):
             fn()

@@ -199,6 +199,18 @@ def launch_attention(q, k, v, o, causal: bool, config) -> None:
         heads, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim, CAUSAL=causal, **config)
 
 
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    causal: bool = False) -> torch.Tensor:
+    """Attention as three PyTorch operations, the (batch, heads, seq, seq) scores in memory:
+    the baseline FlashAttention is measured against (softmax in float32)."""
+    scores = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
+    if causal:
+        seq = q.shape[2]
+        keep = torch.ones(seq, seq, device=q.device, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+
+
 @forbidden_in_graded_calls
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     config=None, level: int = 1) -> torch.Tensor:
