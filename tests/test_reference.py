@@ -9,7 +9,8 @@ import torch
 from tests.conftest import REPO
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
-from tilegym_edu.reference import matmul
+from tilegym_edu.reference import attention, matmul, pipelined
+from tilegym_edu.tune import Config
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
 
@@ -29,9 +30,48 @@ def test_reference_matmuls_pass_on_20_seeds(fn):
     assert not failed, failed[:3]
 
 
+@pytest.mark.parametrize("fn", [lambda a, b: pipelined.pipelined_matmul(a, b, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16),
+                                lambda a, b: pipelined.persistent_matmul(a, b, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)],
+                         ids=["pipelined", "persistent"])
+def test_lesson03_reference_matmuls_pass_on_20_seeds(fn):
+    # row lengths that tensor descriptors can address (multiples of 16 bytes)
+    shapes = [(1, 8, 8), (5, 16, 24), (33, 8, 40)]
+    cases = [{"shape": s, "dtype": d} for s in shapes for d in (torch.float32, torch.float16)]
+    results = check(fn, lambda a, b: a @ b, make_inputs, cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def attention_inputs(case, generator):
+    return tuple(random_tensor(case["shape"], case["dtype"], generator) for _ in range(3))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_passes_on_20_seeds(causal):
+    small = Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=2)
+    cases = [{"shape": s, "dtype": d} for s in [(1, 1, 1, 16), (1, 2, 37, 32), (2, 1, 50, 16)]
+             for d in (torch.float32, torch.float16)]
+    results = check(lambda q, k, v: attention.flash_attention(q, k, v, causal, config=small),
+                    lambda q, k, v: attention.naive_attention(q, k, v, causal),
+                    attention_inputs, cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def test_softmax_passes_on_20_seeds():
+    cases = [{"shape": s, "dtype": d} for s in [(1, 1), (3, 1000), (2, 4097)]
+             for d in (torch.float32, torch.float16)]
+    results = check(attention.softmax, lambda x: torch.softmax(x, dim=-1),
+                    lambda case, g: (random_tensor(case["shape"], case["dtype"], g),),
+                    cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
 def test_reference_kernels_raise_inside_graded_calls():
     a, b = torch.randn(4, 4), torch.randn(4, 4)
-    for fn in (matmul.naive_matmul, matmul.tiled_matmul):
+    for fn in (matmul.naive_matmul, matmul.tiled_matmul, pipelined.pipelined_matmul,
+               pipelined.tuned_matmul, attention.softmax):
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, (a, b))
 
@@ -50,3 +90,25 @@ def test_reference_is_the_lesson_solution_word_for_word(lesson, grade_id, kernel
     reference = inspect.getsource(kernel.fn) + "\n\n" + decorated.removeprefix("@forbidden_in_graded_calls\n")
     assert in_notebook.strip() == reference.strip(), \
         f"{grade_id} of {lesson} differs from tilegym_edu/reference/matmul.py"
+
+
+def solution_cell(lesson: str, grade_id: str) -> str:
+    notebook = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+    [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return "\n".join(line for line in cell.source.splitlines() if "### " not in line)
+
+
+@pytest.mark.parametrize("lesson, grade_id, kernel, name", [
+    ("03_software_pipelining", "matmul_solution", pipelined.pipelined_matmul_kernel, "matmul_kernel"),
+    ("03_software_pipelining", "persistent_solution", pipelined.persistent_matmul_kernel, None),
+    ("04_flash_attention", "softmax_solution", attention.softmax_kernel, None),
+    ("04_flash_attention", "flash_attention_solution", attention.attention_blocks, None),
+    ("04_flash_attention", "flash_attention_solution", attention.flash_attention_kernel, None)])
+def test_reference_kernel_is_in_the_lesson_solution_word_for_word(lesson, grade_id, kernel, name):
+    """Lessons 03 and 04 wrap their kernels differently (tuning, configs), but each kernel the
+    course compares learners with is the solution's kernel, letter for letter."""
+    source = inspect.getsource(kernel.fn)
+    if name:
+        source = source.replace(f"def {kernel.fn.__name__}(", f"def {name}(", 1)
+    assert source.strip() in solution_cell(lesson, grade_id), \
+        f"{kernel.fn.__name__} differs between tilegym_edu/reference and {grade_id} of {lesson}"

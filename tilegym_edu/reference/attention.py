@@ -202,13 +202,14 @@ def launch_attention(q, k, v, o, causal: bool, config) -> None:
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     causal: bool = False) -> torch.Tensor:
     """Attention as three PyTorch operations, the (batch, heads, seq, seq) scores in memory:
-    the baseline FlashAttention is measured against (softmax in float32)."""
+    the baseline FlashAttention is measured against (softmax in float32 or wider)."""
     scores = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
     if causal:
         seq = q.shape[2]
         keep = torch.ones(seq, seq, device=q.device, dtype=torch.bool).tril()
         scores = scores.masked_fill(~keep, float("-inf"))
-    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+    wide = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
+    return torch.softmax(scores.to(wide), dim=-1).to(q.dtype) @ v
 
 
 @forbidden_in_graded_calls
