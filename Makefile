@@ -1,5 +1,6 @@
 # Every target sets up .venv on first use, so a fresh clone needs nothing but Python 3.11+.
 #   make lab      the course in JupyterLab (127.0.0.1, token auth), lesson 00 open
+#   make instructor  JupyterLab at the course root with nbgrader's formgrader (instructors)
 #   make test     the whole test suite (GPU tests skip with a reason without a GPU)
 #   make grade    grade your own notebook:  make grade LESSON=00_getting_started
 #   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
@@ -19,7 +20,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
 TORCH_INDEX_URL ?=
 PIP_TORCH_FLAGS := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
 
-.PHONY: lab test grade doctor notebooks clean
+.PHONY: lab instructor test grade doctor notebooks clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +33,20 @@ $(BIN)/.installed: pyproject.toml
 lab: $(BIN)/.installed
 	$(BIN)/tilegym-edu lab
 
-test: $(BIN)/.installed
+instructor: $(BIN)/.installed
+	$(BIN)/tilegym-edu lab --instructor
+
+# The browser tests drive Debian's Chromium with Playwright (never a browser of its own): as
+# root the Makefile installs chromium with apt-get; otherwise, without /usr/bin/chromium, those
+# tests skip and say how to install it.
+$(BIN)/.browser: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet "playwright>=1.40"
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	touch $@
+
+test: $(BIN)/.installed $(BIN)/.browser
 	$(BIN)/python -m pytest
 
 grade: $(BIN)/.installed

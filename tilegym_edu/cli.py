@@ -2,6 +2,7 @@
 
     tilegym-edu doctor                 versions, GPU facts and ceilings, known-bad combinations
     tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
+    tilegym-edu lab --instructor       the same at the course root, with nbgrader's formgrader
     tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
     tilegym-edu generate [LESSON ...]  regenerate notebooks/ from solutions/ (maintainers)
 
@@ -10,10 +11,12 @@ Exit status: 0 done, 1 grading ran and not every point was earned, 2 a usage or 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from tilegym_edu import course
 
@@ -55,18 +58,47 @@ def doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def lab_command(root, extra: list[str]) -> list[str]:
-    """JupyterLab at ``root``/notebooks with the first lesson open. It listens on 127.0.0.1 only
-    and keeps Jupyter's token authentication; ``extra`` arguments (e.g. ``--ip``) override."""
+#: nbgrader's instructor tools, off in the learner's JupyterLab: its Validate button stays
+INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader",
+                                "nbgrader.server_extensions.assignment_list",
+                                "nbgrader.server_extensions.course_list")
+#: a Jupyter config folder whose labconfig/page_config.json disables the instructor tools'
+#: JupyterLab plugins (formgrader, create assignment, course and assignment lists, the nbgrader
+#: menu) and JupyterLab's news announcements (which would fetch from the internet)
+LEARNER_CONFIG = Path(__file__).resolve().parent / "jupyter" / "learner"
+
+
+def lab_command(root: Path, extra: list[str], instructor: bool = False) -> list[str]:
+    """JupyterLab on 127.0.0.1 with Jupyter's token authentication; ``extra`` arguments
+    (e.g. ``--ip``) override. The learner's opens notebooks/ with the first lesson and without
+    nbgrader's instructor tools; the instructor's opens the course root with all of them."""
+    command = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1"]
+    if instructor:
+        return [*command, f"--ServerApp.root_dir={root}", *extra]
     first = sorted((root / "notebooks").glob("00_*/*.ipynb"))
-    return [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.root_dir={root / 'notebooks'}", *[str(p) for p in first[:1]], *extra]
+    disabled = ", ".join(f"'{name}': False" for name in INSTRUCTOR_SERVER_EXTENSIONS)
+    return [*command, f"--ServerApp.root_dir={root / 'notebooks'}",
+            f"--ServerApp.jpserver_extensions={{{disabled}}}",
+            *[str(p) for p in first[:1]], *extra]
+
+
+def lab_environment(instructor: bool = False) -> dict[str, str]:
+    """The environment JupyterLab runs in: the learner's adds LEARNER_CONFIG to
+    JUPYTER_CONFIG_PATH, so the instructor plugins are off for this launch only (nothing is
+    changed in the user's or the environment's Jupyter settings)."""
+    env = dict(os.environ)
+    if not instructor:
+        paths = [str(LEARNER_CONFIG), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
 
 
 def lab(args: argparse.Namespace) -> int:
-    print("Starting JupyterLab on 127.0.0.1 with token authentication: open the URL with "
-          "?token=... that it prints below.")
-    return subprocess.call(lab_command(course.course_root(), args.jupyter_args))
+    who = "instructor (formgrader on)" if args.instructor else "learner"
+    print(f"Starting JupyterLab, {who} set-up, on 127.0.0.1 with token authentication: open "
+          "the URL with ?token=... that it prints below.")
+    return subprocess.call(lab_command(course.course_root(), args.jupyter_args, args.instructor),
+                           env=lab_environment(args.instructor))
 
 
 def grade(args: argparse.Namespace) -> int:
@@ -89,6 +121,8 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(run=doctor)
     la = sub.add_parser("lab", help="JupyterLab on 127.0.0.1 at notebooks/ (other arguments "
                                     "go to jupyter lab, e.g. --no-browser)")
+    la.add_argument("--instructor", action="store_true",
+                    help="the course root with nbgrader's instructor tools (formgrader)")
     la.set_defaults(run=lab)
     g = sub.add_parser("grade", help="grade your notebook of a lesson (never modifies it)")
     g.add_argument("lesson", help="e.g. 00_getting_started")
