@@ -99,7 +99,9 @@ def test_grade_report_table_and_json():
 def test_cli_grade_json_for_the_learner_notebook(course_copy, monkeypatch, capsys):
     monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(course_copy))
     assert cli.main(["grade", "00_getting_started", "--json"]) == 1   # a blank notebook
-    data = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)  # the progress bar went to stderr: stdout stays JSON
+    assert "grading 00_getting_started [" in captured.err and "cells run" in captured.err
     assert data["lesson"] == "00_getting_started" and data["points"] == 0
     assert [e["exercise"] for e in data["exercises"]] == [
         "test_silu_mul_correct", "test_bytes", "test_silu_mul_bandwidth"]

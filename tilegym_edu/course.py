@@ -24,8 +24,10 @@ from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Bool, Integer
 from traitlets.config import Config
+
+from tilegym_edu.progress import ProgressBar
 
 #: the student id self-grading uses
 STUDENT = "learner"
@@ -47,10 +49,22 @@ class DeadlineExecute(Execute):
     runs past its limit (it fails, and later cells still run, each with at least one second)."""
 
     notebook_timeout = Integer(NOTEBOOK_TIMEOUT_S, help="seconds for the whole notebook").tag(config=True)
+    show_progress = Bool(True, help="draw a progress bar on stderr while cells run").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
-        return super().preprocess(nb, resources, km)
+        name = (resources or {}).get("unique_key") or "notebook"
+        self._progress = ProgressBar(f"grading {name}", enabled=self.show_progress,
+                                     stream=sys.stderr)
+        self._cells = len(nb.cells)
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self._progress.close(f"{self._cells} cells run")
+
+    def preprocess_cell(self, cell, resources, index):
+        self._progress.show(index, self._cells, "cells")
+        return super().preprocess_cell(cell, resources, index)
 
     def _get_timeout(self, cell):
         per_cell = super()._get_timeout(cell)

@@ -29,7 +29,6 @@ import inspect
 import itertools
 import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import triton
 
 from tilegym_edu import bench, device
+from tilegym_edu.progress import ProgressBar
 from tilegym_edu.ceilings import cache_path as _ceilings_cache_path
 
 LEVELS = {0: "the hand-written default", 1: "a small space (tunes in under a minute)",
@@ -230,27 +230,6 @@ def race(configs: Sequence[Config], measure: Measure, *, max_rounds: int = 4,
     return winner, trials
 
 
-class _Progress:
-    """A one-line text progress bar on stdout (carriage returns: Jupyter redraws it)."""
-
-    def __init__(self, label: str, enabled: bool):
-        self.label, self.enabled = label, enabled
-
-    def show(self, done: int, total: int, note: str = "") -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * done / max(total, 1))
-        sys.stdout.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{total} {note}".ljust(110))
-        sys.stdout.flush()
-
-    def close(self, message: str) -> None:
-        if self.enabled:
-            sys.stdout.write(f"\r{self.label}: {message}".ljust(110) + "\n")
-            sys.stdout.flush()
-
-
 def kernel_source(kernel: object) -> str:
     """The source text of a @triton.jit kernel (or any function)."""
     src = getattr(kernel, "src", None)
@@ -346,7 +325,7 @@ def gpu_measure(launch: Callable[[Config], object]) -> Measure:
 
 
 def _compile_all(configs: Sequence[Config], launch: Callable[[Config], object],
-                 progress: _Progress) -> tuple[list[Config], list[Trial]]:
+                 progress: ProgressBar) -> tuple[list[Config], list[Trial]]:
     """Run each config once (compiling it); the ones the compiler refuses become Trials."""
     working, failed = [], []
     for i, config in enumerate(configs):
@@ -393,7 +372,7 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     resources = resources or Resources.of_gpu()
     facts = device.info()
     name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "kernel")
-    bar = _Progress(f"tuning {name} ({', '.join(f'{k}={v}' for k, v in problem.items())})",
+    bar = ProgressBar(f"tuning {name} ({', '.join(f'{k}={v}' for k, v in problem.items())})",
                     progress)
     start, clock_before = time.perf_counter(), device.sm_clock_mhz() if facts else None
     kept, pruned = space.candidates(level, problem, resources)
