@@ -219,3 +219,12 @@ def test_random_tensor_depends_on_the_seed_only():
     assert torch.equal(draw(0), draw(0))
     assert not torch.equal(draw(0), draw(1))
     assert torch.allclose(draw(3, scale=10.0), 10 * draw(3))
+
+
+def test_an_unwritten_exercise_says_what_to_do():
+    def placeholder(x):
+        raise NotImplementedError()
+    [result] = check.check(placeholder, lambda x: x, lambda case, g: (torch.ones(3),),
+                     [{"dtype": torch.float32}], seeds=[0])
+    assert not result.passed
+    assert "not written yet" in result.message and "raise NotImplementedError()" in result.message

@@ -49,6 +49,11 @@ class CaseResult:
         return f"case ({params}), seed {self.seed}{err}: {self.message or 'passed'}"
 
 
+#: what a case reports when the exercise still holds nbgrader's placeholder
+NOT_WRITTEN = ("raised NotImplementedError: the exercise is not written yet; replace "
+               "`raise NotImplementedError()` in its solution cell with your code")
+
+
 def _show(value: Any) -> str:
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
@@ -131,6 +136,9 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
                 out = call(fn, args) if call else fn(*args)
                 if device.ON_GPU:
                     torch.cuda.synchronize()
+            except NotImplementedError:
+                results.append(CaseResult(case, seed, False, message=NOT_WRITTEN))
+                continue
             except Exception as exc:  # the learner's code failed: report it as this case's result
                 results.append(CaseResult(case, seed, False,
                                           message=f"raised {type(exc).__name__}: {exc}"))

@@ -1,6 +1,7 @@
 """Browser tests: JupyterLab started the way `make lab` starts it, driven in Debian's headless
 Chromium by Playwright (which never downloads a browser of its own here). Skipped, with the
 reason and the fix, where Chromium or Playwright is missing."""
+import json
 import os
 import shutil
 import socket
@@ -46,7 +47,18 @@ class Lab:
         self.url, self.token, self.root = url, token, root
 
     def notebook_url(self, relative: str) -> str:
-        return f"{self.url}lab/tree/{relative}?token={self.token}"
+        """The notebook alone in a fresh workspace (``reset``: no tabs from earlier tests)."""
+        return f"{self.url}lab/tree/{relative}?reset&token={self.token}"
+
+    def shut_down_kernels(self) -> None:
+        """Stop every kernel, as closing a notebook and its kernel would: each lesson's kernel
+        holds PyTorch in memory."""
+        with urllib.request.urlopen(f"{self.url}api/sessions?token={self.token}") as response:
+            sessions = json.load(response)
+        for session in sessions:
+            request = urllib.request.Request(
+                f"{self.url}api/sessions/{session['id']}?token={self.token}", method="DELETE")
+            urllib.request.urlopen(request).close()
 
 
 def free_port() -> int:

@@ -13,11 +13,14 @@ LESSONS = sorted(p.name for p in (REPO / "notebooks").iterdir() if p.is_dir())
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, request):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     yield page
     context.close()
+    for name in ("learner_lab", "instructor_lab"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).shut_down_kernels()
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
