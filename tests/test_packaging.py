@@ -33,3 +33,28 @@ def test_lab_binds_to_localhost_and_keeps_token_auth():
     assert not [a for a in command if "token" in a.lower() or "password" in a.lower()]
     assert command[-1].endswith("00_getting_started.ipynb")
     assert cli.lab_command(REPO, ["--no-browser"])[-1] == "--no-browser"
+
+
+def test_readme_images_exist():
+    import re
+    readme = (REPO / "README.md").read_text()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    assert images, "the README shows what a learner will see"
+    assert [p for p in images if not (REPO / p).is_file()] == []
+
+
+def test_learner_lab_hides_instructor_tools_and_instructor_lab_has_them():
+    import json
+    from tilegym_edu import cli
+    learner = cli.lab_command(REPO, [])
+    assert any("nbgrader.server_extensions.formgrader': False" in a for a in learner)
+    assert f"--ServerApp.root_dir={REPO / 'notebooks'}" in learner
+    instructor = cli.lab_command(REPO, [], instructor=True)
+    assert f"--ServerApp.root_dir={REPO}" in instructor
+    assert not any("jpserver_extensions" in a for a in instructor)
+    page_config = json.loads((cli.LEARNER_CONFIG / "labconfig" / "page_config.json").read_text())
+    assert page_config["disabledExtensions"]["@jupyter/nbgrader:formgrader"] is True
+    assert "@jupyter/nbgrader:validate-assignment" not in page_config["disabledExtensions"]
+    assert str(cli.LEARNER_CONFIG) in cli.lab_environment()["JUPYTER_CONFIG_PATH"]
+    assert "JUPYTER_CONFIG_PATH" not in cli.lab_environment(instructor=True) or \
+        str(cli.LEARNER_CONFIG) not in cli.lab_environment(instructor=True)["JUPYTER_CONFIG_PATH"]

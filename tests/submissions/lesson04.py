@@ -1,0 +1,51 @@
+"""Submissions of lesson 04 (04_flash_attention) and the points each must lose."""
+from tests.submissions import Submission
+
+SOFTMAX = "softmax_solution"
+STATS = "online_softmax_solution"
+FLASH = "flash_attention_solution"
+CORRECT = "test_flash_attention_correct"
+CAUSAL = "test_flash_attention_causal"
+TRAFFIC = "test_never_writes_scores"
+
+SUBMISSIONS = [
+    # exp(x) of the raw row: fine for standard normal rows, inf / inf = NaN once values reach ~90
+    # (the graded rows reach 1e4, in fp32 and in fp16).
+    Submission("softmax_without_max",
+               {SOFTMAX: ("    x = x - tl.max(x, axis=0)\n", "")},
+               loses=("test_softmax_correct",), reason="NaN or inf"),
+    # The running sum is never rescaled when the maximum grows: right only when the first block
+    # holds the row's maximum.
+    Submission("stats_without_rescale",
+               {STATS: ("l = l * torch.exp(m - shift) + ", "l = l + ")},
+               loses=("test_softmax_stats",), reason="differs from sum(exp(x - m))"),
+    # A plain exp2 of the scores, no running maximum subtracted (and so nothing to rescale):
+    # correct for scores of order 1, inf / inf = NaN for the graded scores of ~1e3. The traffic
+    # check runs at ordinary scale and still passes.
+    Submission("flash_without_max",
+               {FLASH: ("        p = tl.math.exp2(qk - m_new[:, None])\n        alpha = tl.math.exp2(m_i - m_new)\n",
+                        "        p = tl.math.exp2(qk)\n        alpha = tl.math.exp2(m_new - m_new)\n")},
+               loses=(CORRECT, CAUSAL), reason="NaN or inf"),
+    # The accumulator is not multiplied by alpha when the maximum grows: wrong as soon as a row
+    # spans two key blocks, which the traffic check's output (seq 256) does too.
+    Submission("accumulator_not_rescaled",
+               {FLASH: ("acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])",
+                        "acc = tl.dot(p.to(v.dtype), v, acc)")},
+               loses=(CORRECT, CAUSAL, TRAFFIC), reason="tolerance"),
+    # Query i may not see key i: row 0 sees nothing (0 / 0 = NaN), the others miss their diagonal.
+    Submission("causal_mask_off_by_one",
+               {FLASH: ("valid = valid & (offs_m[:, None] >= cols[None, :])",
+                        "valid = valid & (offs_m[:, None] > cols[None, :])")},
+               loses=(CAUSAL,), reason="NaN or inf"),
+    # Keys past seq_len are loaded as zeros (the loads stay masked) but not masked out of the
+    # scores: each gets score 0 and a weight. The causal mask hides them from every real query,
+    # and the traffic check's lengths are multiples of the blocks: only non-causal cases fail.
+    Submission("tail_keys_not_masked",
+               {FLASH: ("valid = cols[None, :] < seq_len", "valid = cols[None, :] >= 0")},
+               loses=(CORRECT,), reason="tolerance"),
+    # PyTorch does the work: every cell that calls flash_attention under the guard fails.
+    Submission("library_shortcut",
+               {FLASH: ("    check_attention_inputs(q, k, v)\n",
+                        "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)\n")},
+               loses=(CORRECT, CAUSAL, TRAFFIC), reason="LibraryShortcut"),
+]
