@@ -306,3 +306,24 @@ def test_persistent_refuses_rows_tma_cannot_address():
         pipelined.persistent_matmul.__wrapped__(a, b)
     with pytest.raises(ValueError, match="contiguous"):
         pipelined.persistent_matmul.__wrapped__(torch.randn(16, 8, dtype=torch.float16).t(), b[:16])
+
+
+@pytest.mark.parametrize("shared_kib, dtype", [(227, "float32"), (99, "float16"), (99, "float32"),
+                                               (64, "float16"), (64, "float32")])
+def test_level_1_keeps_a_pipelined_config_on_smaller_gpus_and_in_float32(shared_kib, dtype):
+    kept, _ = pipelined.PIPELINED_SPACE.candidates(1, {"dtype": dtype}, tune.Resources(shared_kib * 1024))
+    assert kept
+
+
+def test_level_1_keeps_a_persistent_config_in_float32_on_hopper():
+    kept, _ = pipelined.PERSISTENT_SPACE.candidates(1, {"dtype": "float32"}, H200)
+    assert kept
+
+
+def test_a_cache_hit_is_cheap_and_follows_a_new_space_object():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)
+    same_configs = tune.SearchSpace(default=cfg(64), small=[cfg(128), cfg(64), cfg(32)],
+                                    grid=SPACE.grid)
+    assert tune.autotune(kernel_a, PROBLEM, same_configs, lambda c: None, measure=gpu,
+                         progress=False).from_cache  # same candidates: same key

@@ -260,6 +260,20 @@ def cache_path() -> Path:
 
 
 _MEMORY: dict[str, TuneResult] = {}
+#: (id(kernel), id(space), level, problem) -> (kernel, space, key): the key is computed once per
+#: kernel object, search space object and problem (it hashes source text and every candidate),
+#: so a cache hit costs dictionary lookups. Kernel and space are kept, so their ids stay theirs.
+_KEYS: dict[tuple, tuple[object, SearchSpace, str]] = {}
+
+
+def _memoized_key(kernel: object, problem: Mapping[str, object], space: SearchSpace,
+                  level: int) -> str:
+    slot = (id(kernel), id(space), level, tuple(sorted((k, str(v)) for k, v in problem.items())))
+    found = _KEYS.get(slot)
+    if found is None or found[0] is not kernel or found[1] is not space:
+        found = (kernel, space, cache_key(kernel, problem, level, space.configs(level)))
+        _KEYS[slot] = found
+    return found[2]
 
 
 def _to_json(result: TuneResult) -> dict:
@@ -358,8 +372,7 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     ``measure`` defaults to GPU timing (in interpreter mode, without one, the default
     configuration is returned untimed).
     """
-    configs = space.configs(level)
-    key = cache_key(kernel, problem, level, configs)
+    key = _memoized_key(kernel, problem, space, level)
     if cache:
         cached = _load_cached(key)
         if cached is not None:

@@ -1,0 +1,75 @@
+"""Submissions of lesson 03 (03_software_pipelining) and the points each must lose."""
+from tests.submissions import Submission
+
+MODEL = "pipeline_model_solution"
+SHARED = "shared_memory_solution"
+MATMUL = "matmul_solution"
+PERSISTENT = "persistent_solution"
+SCHEDULE = "test_pipeline_schedule"
+CORRECT = "test_matmul_correct"
+UNPIPELINED = "test_pipelined_vs_unpipelined"
+CUBLAS = "test_pipelined_vs_cublas"
+
+# Every configuration of the search space with num_stages=1: correct everywhere, and on a GPU
+# (where autotune really picks from the space) as slow as the unpipelined baseline.
+NUM_STAGES_FORCED_TO_1 = Submission(
+    "num_stages_forced_to_1",
+    {MATMUL: ("    prune=fits, cap=120)\n",
+              "    prune=fits, cap=120)\n"
+              "MATMUL_SPACE = tune.SearchSpace(\n"
+              "    default=MATMUL_SPACE.default.replace(num_stages=1),\n"
+              "    small=[config.replace(num_stages=1) for config in MATMUL_SPACE.small],\n"
+              "    grid={**MATMUL_SPACE.grid, \"num_stages\": (1,)}, prune=fits, cap=120)\n")},
+    loses=())
+
+# Searches again on every call (the cache is never read): correct, and without a GPU there is
+# nothing to search. On a GPU every timed call runs a whole search.
+AUTOTUNES_EVERY_CALL = Submission(
+    "autotunes_every_call",
+    {MATMUL: ("MATMUL_SPACE, launch, level=level).config",
+              "MATMUL_SPACE, launch, level=level, cache=False).config")},
+    loses=())
+
+SUBMISSIONS = [
+    # Waits for the previous compute before every load, whatever S is: the S = 1 schedule. The
+    # first check (S = 2) already differs.
+    Submission("schedule_ignores_stages",
+               {MODEL: ("load_start = 0.0 if j < S else schedule[j - S][3]",
+                        "load_start = schedule[j - 1][3] if j else 0.0")},
+               loses=(SCHEDULE,), reason="the rules give"),
+    # Reuses a buffer one tile too early (tile j waits for tile j - S + 1): S - 1 buffers. The first
+    # check (S = 2) gives wrong times before any S = 1 case could raise IndexError.
+    Submission("buffer_reuse_off_by_one",
+               {MODEL: ("schedule[j - S][3]", "schedule[j - S + 1][3]")},
+               loses=(SCHEDULE,), reason="the rules give"),
+    # One stage's buffers, not num_stages of them.
+    Submission("shared_memory_without_stages",
+               {SHARED: ("return config[\"num_stages\"] * (bm * bk + bk * bn) * element_bytes",
+                         "return (bm * bk + bk * bn) * element_bytes")},
+               loses=("test_shared_memory_bytes",), reason="the compiler allocated"),
+    # Drops the K tail: K // BLOCK_K steps instead of cdiv(K, BLOCK_K). (Removing the tail's mask
+    # instead would read past the end of a and b in the interpreter, which may crash the kernel or
+    # read anything: this wrong kernel stays inside the inputs.) K = 1 gives zeros.
+    Submission("k_tail_dropped",
+               {MATMUL: ("for k in tl.range(0, tl.cdiv(K, BLOCK_K)):", "for k in tl.range(0, K // BLOCK_K):")},
+               loses=(CORRECT,), reason="error above the tolerance"),
+    # PyTorch does the work.
+    Submission("library_shortcut",
+               {MATMUL: ("    if config is None:\n        config = matmul_config(a, b)\n",
+                         "    return torch.matmul(a, b)\n")},
+               loses=(CORRECT,), reason="LibraryShortcut"),
+    # Stores only the left half of each output tile (EPILOGUE_SPLIT = 2, the default): the right
+    # halves stay NaN wherever N > 128.
+    Submission("persistent_stores_left_half",
+               {PERSISTENT: ("            c_desc.store([offs_m, offs_n + BLOCK_N // 2], right.to(c_desc.dtype))\n",
+                             "")},
+               loses=("test_persistent_correct",), reason="NaN"),
+    NUM_STAGES_FORCED_TO_1,
+    AUTOTUNES_EVERY_CALL,
+]
+
+#: for the GPU tests (tests/gpu): submission name -> (submission, the cells it loses on a GPU)
+GPU_SUBMISSIONS = {
+    NUM_STAGES_FORCED_TO_1.name: (NUM_STAGES_FORCED_TO_1, (UNPIPELINED, CUBLAS)),
+    AUTOTUNES_EVERY_CALL.name: (AUTOTUNES_EVERY_CALL, (UNPIPELINED, CUBLAS)),
+}
