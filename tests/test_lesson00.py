@@ -36,3 +36,15 @@ def test_blank_learner_notebook_scores_zero_on_every_cell(course_copy):
 def test_failure_names_the_case(reports):
     reason = by_exercise(reports["tail_not_covered"])["test_silu_mul_correct"].reason
     assert "case (shape=" in reason and "seed" in reason and "first bad element" in reason
+
+
+def test_feedback_shows_the_failing_case_but_no_hidden_test_code(reports):
+    import html
+    from tilegym_edu.feedback import HIDDEN_NOTE
+    for name in ("solution", "tail_not_covered"):
+        [path] = reports[name].feedback
+        page = html.unescape(open(path).read())
+        assert "hidden_cases" not in page and "(5, 1, 613)" not in page and "12_345" not in page
+        assert "BEGIN HIDDEN TESTS" not in page and HIDDEN_NOTE in page
+    failing = html.unescape(open(reports["tail_not_covered"].feedback[0]).read())
+    assert "case (shape=" in failing and "first bad element" in failing

@@ -23,10 +23,12 @@ import nbformat
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import Execute, GetGrades
 from traitlets import Bool, Integer
 from traitlets.config import Config
 
+from tilegym_edu.feedback import HideHiddenTests
 from tilegym_edu.progress import ProgressBar
 
 #: the student id self-grading uses
@@ -97,6 +99,8 @@ def configure(c: Config, root: Path) -> Config:
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"(?s).*"
     c.Execute.timeout = CELL_TIMEOUT_S
+    # Feedback HTML: hidden tests stay hidden (tilegym_edu.feedback)
+    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
     c.DeadlineExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
     c.Autograde.autograde_preprocessors = [
         DeadlineExecute if p is Execute else p
