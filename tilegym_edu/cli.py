@@ -4,6 +4,7 @@
     tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
     tilegym-edu lab --instructor       the same at the course root, with nbgrader's formgrader
     tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
+    tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook
     tilegym-edu generate [LESSON ...]  regenerate notebooks/ from solutions/ (maintainers)
 
 Exit status: 0 done, 1 grading ran and not every point was earned, 2 a usage or course error.
@@ -107,6 +108,17 @@ def grade(args: argparse.Namespace) -> int:
     return 0 if report.points >= report.max_points else 1
 
 
+def grade_class(args: argparse.Namespace) -> int:
+    from tilegym_edu import classroom
+    results = classroom.grade_class(args.lesson, Path(args.folder))
+    for r in results:
+        print(r.report.format_table() if r.report else f"{r.student}: not graded: {r.error}")
+    out = Path(args.csv or f"{args.lesson}-grades.csv")
+    classroom.write_csv(results, out)
+    print(f"summary of {len(results)} students: {out}")
+    return 0
+
+
 def generate(args: argparse.Namespace) -> int:
     for path in course.generate(args.lessons or None):
         print(f"wrote {path}")
@@ -128,6 +140,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("lesson", help="e.g. 00_getting_started")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.set_defaults(run=grade)
+    gc = sub.add_parser("grade-class", help="instructors: grade every student's notebook of a "
+                                            "lesson (FOLDER/<student>/*.ipynb) into a CSV")
+    gc.add_argument("lesson")
+    gc.add_argument("folder", help="one sub-folder per student, named by the student id")
+    gc.add_argument("--csv", help="summary file (default: LESSON-grades.csv)")
+    gc.set_defaults(run=grade_class)
     ge = sub.add_parser("generate", help="regenerate notebooks/ from solutions/")
     ge.add_argument("lessons", nargs="*", help="lessons (default: all)")
     ge.set_defaults(run=generate)

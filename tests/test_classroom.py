@@ -1,0 +1,59 @@
+"""Grading a class folder on a tiny two-cell lesson: each student graded, a broken notebook a
+row that says why, a CSV with points per exercise and what failed."""
+import csv
+
+import nbformat
+import pytest
+
+from tilegym_edu import classroom, cli, course
+
+
+def tiny_lesson(root):
+    """A course with one lesson: a solution cell defining double(x) and a 2-point test cell."""
+    meta = {"schema_version": 3, "locked": False, "task": False}
+    solution = nbformat.v4.new_code_cell(
+        "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION")
+    solution.metadata = {"nbgrader": {**meta, "grade": False, "solution": True, "grade_id": "double"}}
+    test = nbformat.v4.new_code_cell("assert double(21) == 42, f'double(21) = {double(21)}'")
+    test.metadata = {"nbgrader": {**meta, "grade": True, "solution": False, "locked": True,
+                                  "grade_id": "test_double", "points": 2}}
+    nb = nbformat.v4.new_notebook(cells=[solution, test])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (root / "solutions" / "tiny").mkdir(parents=True)
+    nbformat.write(nb, root / "solutions" / "tiny" / "tiny.ipynb")
+    return nb
+
+
+def submit(folder, student, nb=None, text=None):
+    (folder / student).mkdir(parents=True)
+    path = folder / student / "tiny.ipynb"
+    path.write_text(text) if text is not None else nbformat.write(nb, path)
+
+
+@pytest.mark.slow
+def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "course"
+    nb = tiny_lesson(root)
+    wrong = nbformat.from_dict(nb)
+    wrong.cells[0].source = "def double(x):\n    return x + 2"
+    folder = tmp_path / "submissions"
+    submit(folder, "ada", nb)
+    submit(folder, "bob", wrong)
+    submit(folder, "eve", text="{ this is not a notebook")
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
+    out = tmp_path / "grades.csv"
+    assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(out)]) == 0
+    rows = {r["student"]: r for r in csv.DictReader(out.open())}
+    assert rows["ada"]["points"] == "2" and rows["ada"]["test_double"] == "2" and rows["ada"]["problems"] == ""
+    assert rows["bob"]["points"] == "0" and "test_double: failed (AssertionError: double(21) = 23)" in rows["bob"]["problems"]
+    assert rows["eve"]["problems"].startswith("not graded:") and "not a valid notebook" in rows["eve"]["problems"]
+    assert "summary of 3 students" in capsys.readouterr().out
+
+
+def test_student_folders_must_be_valid_ids(tmp_path):
+    (tmp_path / "ok_name").mkdir()
+    (tmp_path / "bad name").mkdir()
+    with pytest.raises(course.CourseError, match="rename"):
+        classroom.students(tmp_path)
+    with pytest.raises(course.CourseError, match="not a folder"):
+        classroom.students(tmp_path / "missing")
