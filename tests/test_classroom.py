@@ -57,3 +57,23 @@ def test_student_folders_must_be_valid_ids(tmp_path):
         classroom.students(tmp_path)
     with pytest.raises(course.CourseError, match="not a folder"):
         classroom.students(tmp_path / "missing")
+
+
+@pytest.mark.slow
+def test_a_cell_that_never_finishes_loses_its_points_and_grading_goes_on(tmp_path, monkeypatch):
+    root = tmp_path / "course"
+    nb = tiny_lesson(root)
+    hang = nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.1)")
+    hang.metadata = {"nbgrader": {"schema_version": 3, "grade": True, "solution": False,
+                                  "locked": True, "task": False, "grade_id": "test_hangs",
+                                  "points": 1}}
+    nb.cells.append(hang)
+    nbformat.write(nb, root / "solutions" / "tiny" / "tiny.ipynb")
+    folder = tmp_path / "submissions"
+    submit(folder, "ada", nb)
+    monkeypatch.setattr(course, "CELL_TIMEOUT_S", 5)
+    [result] = classroom.grade_class("tiny", folder, root=root)
+    points = {e.exercise: (e.points, e.status) for e in result.report.exercises}
+    assert points == {"test_double": (2, "passed"), "test_hangs": (0, "failed")}
+    reason = next(e.reason for e in result.report.exercises if e.exercise == "test_hangs")
+    assert "ran past its time limit (5 s a cell" in reason and "never finishes" in reason, reason

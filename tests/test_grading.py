@@ -287,3 +287,15 @@ def test_rotating_runner_cycles_and_keeps_each_output():
         runner()
     assert seen == [1.0, 2.0, 3.0, 1.0] and runner.calls == 4
     assert [out.item() for out in runner.outputs] == [2.0, 4.0, 6.0]
+
+
+def test_tensor_descriptors_run_in_this_interpreter():
+    grading.require_tensor_descriptors("the persistent matmul")  # triton here has them: no raise
+
+
+def test_tensor_descriptors_need_hopper_on_a_gpu(monkeypatch):
+    from tilegym_edu import device
+    ampere = device.DeviceInfo("NVIDIA A100", (8, 0), 108, 80 * 2**30, 40 * 2**20, "580")
+    monkeypatch.setattr(device, "info", lambda index=0: ampere)
+    with pytest.raises(grading.NeedsGPU, match="compute capability 9.0 or newer.*A100 is 8.0"):
+        grading.require_tensor_descriptors("the persistent matmul")

@@ -227,6 +227,10 @@ def _results(autograded: Path, notebook: str, lesson: str, student: str,
         grade = grades[meta["grade_id"]]
         score, max_score = grade.score or 0.0, grade.max_score
         ename, reason = _error_of(cell)
+        if ename == "KeyboardInterrupt":   # how nbclient stops a cell past its time limit
+            reason = (f"the cell ran past its time limit ({CELL_TIMEOUT_S} s a cell, "
+                      f"{NOTEBOOK_TIMEOUT_S} s the notebook) and was interrupted: look for a "
+                      "kernel or loop that never finishes, or sizes too large for this machine")
         if score >= max_score:
             status, reason = "passed", ""
         elif ename == NEEDS_GPU_ERROR:
