@@ -236,6 +236,12 @@ def kernel_source(kernel: object) -> str:
     return src if isinstance(src, str) else inspect.getsource(getattr(kernel, "fn", kernel))
 
 
+def kernel_name(kernel: object) -> str:
+    """The function name of a @triton.jit kernel (or any function)."""
+    return (getattr(kernel, "__name__", None)
+            or getattr(getattr(kernel, "fn", None), "__name__", None) or "kernel")
+
+
 def _device_identity() -> str:
     facts = device.info()
     gpu = (f"{facts.name} cc{facts.compute_capability[0]}.{facts.compute_capability[1]} "
@@ -250,8 +256,7 @@ def cache_key(kernel: object, problem: Mapping[str, object], level: int,
     digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
     space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
     shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
-    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "?")
-    return f"{_device_identity()} | {name} {digest} | {shape} | level {level} | space {space}"
+    return f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} | level {level} | space {space}"
 
 
 def cache_path() -> Path:
@@ -384,8 +389,8 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
                                "is used")
     resources = resources or Resources.of_gpu()
     facts = device.info()
-    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "kernel")
-    bar = ProgressBar(f"tuning {name} ({', '.join(f'{k}={v}' for k, v in problem.items())})",
+    shape = ", ".join(f"{k}={v}" for k, v in problem.items())
+    bar = ProgressBar(f"tuning {kernel_name(kernel)} ({shape})",
                     progress)
     start, clock_before = time.perf_counter(), device.sm_clock_mhz() if facts else None
     kept, pruned = space.candidates(level, problem, resources)

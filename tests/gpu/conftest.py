@@ -15,3 +15,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE in Path(item.fspath).resolve().parents:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def fresh_tuning_cache(tmp_path_factory):
+    """The grading kernels inherit TILEGYM_CACHE_DIR: every submission of the module tunes from
+    scratch, so a cached winner of the solution cannot stand in for a submission's own search."""
+    from tilegym_edu import tune
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TILEGYM_CACHE_DIR", str(tmp_path_factory.mktemp("tilegym_cache")))
+        tune._MEMORY.clear()
+        yield

@@ -4,19 +4,11 @@ submission whose search space only holds num_stages=1 loses the speed cells it s
 import pytest
 
 from tests.submissions.lesson03 import GPU_SUBMISSIONS
-from tilegym_edu import course, tune
+from tilegym_edu import course
 
 LESSON = "03_software_pipelining"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def fresh_tuning_cache(tmp_path_factory):
-    """The grading kernels inherit TILEGYM_CACHE_DIR: every submission tunes from scratch, so a
-    cached winner of the solution cannot stand in for a submission's own search."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TILEGYM_CACHE_DIR", str(tmp_path_factory.mktemp("tilegym_cache")))
-        tune._MEMORY.clear()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_tuning_cache")
 
 
 @pytest.fixture(scope="module")

@@ -4,17 +4,11 @@ earns none, and a call to F.scaled_dot_product_attention is refused in the timed
 import pytest
 
 from tests.submissions.lesson04 import SUBMISSIONS
-from tilegym_edu import course, tune
+from tilegym_edu import course
 
 LESSON = "04_flash_attention"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def fresh_tuning_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TILEGYM_CACHE_DIR", str(tmp_path_factory.mktemp("tilegym_cache")))
-        tune._MEMORY.clear()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_tuning_cache")
 
 
 @pytest.fixture(scope="module")
