@@ -3,7 +3,10 @@ session, and compare its grade table with the solution's."""
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tests.submissions import Submission
@@ -14,19 +17,46 @@ def by_exercise(report: course.GradeReport) -> dict[str, course.ExerciseResult]:
     return {e.exercise: e for e in report.exercises}
 
 
+#: notebooks graded at once: each runs in its own kernel process, which keeps one core busy
+#: (the interpreter is single-threaded), so two at a time nearly halve the time on 2 cores
+GRADING_WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+def _limit_threads() -> None:
+    """In each grading worker: one BLAS/OpenMP thread for it and the kernels it starts, so two
+    gradings at once do not fight over the cores."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def _grade_in_own_course(lesson: str, folder: str, student: str, course_root: str,
+                         workspace: str) -> course.GradeReport:
+    """Grade ``folder`` in a copy of ``course_root`` that belongs to this worker process, so
+    two gradings at once never share nbgrader's gradebook or working folders."""
+    own = Path(workspace) / f"worker-{os.getpid()}"
+    if not own.exists():
+        for part in ("solutions", "notebooks"):
+            shutil.copytree(Path(course_root) / part, own / part)
+    return course.grade(lesson, Path(folder), root=own, student=student)
+
+
 def grade_submissions(lesson: str, root: Path, tmp_path_factory,
                       submissions: list[Submission]) -> dict[str, course.GradeReport]:
-    """The solution (as "solution") and every submission graded once, in ``root``'s gradebook;
-    student ids are prefixed with the lesson number so lessons never share one."""
+    """The solution (as "solution") and every submission graded once, GRADING_WORKERS at a
+    time, each worker in its own copy of the course at ``root``; student ids are prefixed with
+    the lesson number so lessons never share one."""
     prefix = lesson[:2]
     solution = root / "solutions" / lesson / f"{lesson}.ipynb"
-    graded = {"solution": course.grade(lesson, solution.parent, root=root,
-                                       student=f"l{prefix}_solution")}
+    jobs = {"solution": (solution.parent, f"l{prefix}_solution")}
     for submission in submissions:
         folder = submission.write(solution, tmp_path_factory.mktemp(f"l{prefix}_{submission.name}"))
-        graded[submission.name] = course.grade(lesson, folder, root=root,
-                                               student=f"l{prefix}_{submission.name}")
-    return graded
+        jobs[submission.name] = (folder, f"l{prefix}_{submission.name}")
+    workspace = tmp_path_factory.mktemp(f"l{prefix}_graders")
+    with ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_limit_threads) as pool:
+        futures = {name: pool.submit(_grade_in_own_course, lesson, str(folder), student,
+                                     str(root), str(workspace))
+                   for name, (folder, student) in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def assert_full_marks_but_gpu(report: course.GradeReport, points: dict[str, int],
