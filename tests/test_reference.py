@@ -9,7 +9,7 @@ import torch
 from tests.conftest import REPO
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
-from tilegym_edu.reference import attention, matmul, pipelined
+from tilegym_edu.reference import attention, convolution, matmul, pipelined
 from tilegym_edu.tune import Config
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
@@ -68,12 +68,39 @@ def test_softmax_passes_on_20_seeds():
     assert not failed, failed[:3]
 
 
+def conv_inputs(case, generator):
+    N, C, H, W, K, R = case["shape"]
+    x = random_tensor((N, C, H, W), case["dtype"], generator)
+    w = random_tensor((K, C, R, R), case["dtype"], generator)
+    return (x.contiguous(memory_format=torch.channels_last),
+            w.contiguous(memory_format=torch.channels_last), case["stride"], case["padding"])
+
+
+def test_implicit_gemm_conv2d_passes_on_20_seeds():
+    cases = [{"shape": s, "stride": st, "padding": p, "dtype": d}
+             for s, st, p in [((1, 3, 5, 4, 2, 3), 1, 1), ((2, 5, 7, 6, 3, 1), 1, 0),
+                              ((1, 17, 6, 5, 18, 3), (2, 1), (1, 0))]
+             for d in (torch.float32, torch.float16)]
+    small = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)
+    results = check(lambda x, w, stride, padding: convolution.conv2d(x, w, stride, padding,
+                                                                      config=small),
+                    lambda x, w, stride, padding: torch.nn.functional.conv2d(
+                        x, w, stride=stride, padding=padding), conv_inputs, cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
 def test_reference_kernels_raise_inside_graded_calls():
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     for fn in (matmul.naive_matmul, matmul.tiled_matmul, pipelined.pipelined_matmul,
                pipelined.tuned_matmul, attention.softmax):
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, (a, b))
+    x = torch.randn(1, 2, 3, 3).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(2, 2, 1, 1).contiguous(memory_format=torch.channels_last)
+    for fn in (convolution.conv2d, convolution.direct_conv2d):
+        with pytest.raises(grading.LibraryShortcut, match="reference"):
+            grading.guarded_call(fn, (x, w))
 
 
 @pytest.mark.parametrize("lesson, grade_id, kernel, wrapper", [
