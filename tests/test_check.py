@@ -228,3 +228,20 @@ def test_an_unwritten_exercise_says_what_to_do():
                      [{"dtype": torch.float32}], seeds=[0])
     assert not result.passed
     assert "not written yet" in result.message and "raise NotImplementedError()" in result.message
+
+
+@pytest.mark.parametrize("error, hint", [
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), "outside its tensors"),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 TiB"), "more GPU memory"),
+    (RuntimeError("out of resource: shared memory, Required: 262176, Hardware limit: 232448"),
+     "smaller tiles or fewer stages"),
+])
+def test_errors_kernels_meet_come_with_what_to_do(error, hint):
+    def fails(x):
+        raise error
+    [result] = check.check(fails, reference, make_inputs, CASES[:1], seeds=(0,))
+    assert result.message.startswith(f"raised {type(error).__name__}: ") and hint in result.message
+
+
+def test_an_unknown_error_is_reported_as_it_is():
+    assert check.explain(ValueError("x must be 2-D")) == "raised ValueError: x must be 2-D"

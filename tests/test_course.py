@@ -105,3 +105,19 @@ def test_cli_grade_json_for_the_learner_notebook(course_copy, monkeypatch, capsy
     assert data["lesson"] == "00_getting_started" and data["points"] == 0
     assert [e["exercise"] for e in data["exercises"]] == [
         "test_silu_mul_correct", "test_bytes", "test_silu_mul_bandwidth"]
+
+
+def test_an_error_raised_outside_the_checks_gets_its_hint_in_the_grade_table():
+    """A CUDA error surfaces wherever the next synchronisation happens, not always inside a
+    check: the grade table's reason still says what it means, once."""
+    evalue = "CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be ..."
+    cell = {"outputs": [{"output_type": "error", "ename": "AcceleratorError", "evalue": evalue}]}
+    ename, reason = course._error_of(cell)
+    assert ename == "AcceleratorError"
+    assert reason.startswith("AcceleratorError: CUDA error: an illegal memory access was encountered [")
+    assert reason.count("outside its tensors") == 1
+    wrapped = {"outputs": [{"output_type": "error", "ename": "AssertionError",
+                            "evalue": "1 of 1 checks failed. First: ... raised RuntimeError: "
+                                      "CUDA error: an illegal memory access was encountered "
+                                      "[the kernel read or wrote outside its tensors (a load ...]"}]}
+    assert course._error_of(wrapped)[1].count("outside its tensors") == 1

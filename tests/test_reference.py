@@ -130,7 +130,8 @@ def solution_cell(lesson: str, grade_id: str) -> str:
     ("03_software_pipelining", "persistent_solution", pipelined.persistent_matmul_kernel, None),
     ("04_flash_attention", "softmax_solution", attention.softmax_kernel, None),
     ("04_flash_attention", "flash_attention_solution", attention.attention_blocks, None),
-    ("04_flash_attention", "flash_attention_solution", attention.flash_attention_kernel, None)])
+    ("04_flash_attention", "flash_attention_solution", attention.flash_attention_kernel, None),
+    ("05_convolution", "conv2d_solution", convolution.conv2d_kernel, None)])
 def test_reference_kernel_is_in_the_lesson_solution_word_for_word(lesson, grade_id, kernel, name):
     """Lessons 03 and 04 wrap their kernels differently (tuning, configs), but each kernel the
     course compares learners with is the solution's kernel, letter for letter."""

@@ -163,11 +163,12 @@ def _estimate_ms(fn: Callable[[], object], warmup_ms: float) -> float:
 
 
 def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms: float,
-              flush_l2: bool, max_runs: int) -> tuple[dict[str, list[float]], dict[str, bool]]:
+              flush_l2: bool, max_runs: int,
+              graph_below_ms: float) -> tuple[dict[str, list[float]], dict[str, bool]]:
     estimates = {name: _estimate_ms(fn, warmup_ms) for name, fn in fns.items()}
     runners, graphed = {}, {}
     for name, fn in fns.items():
-        replay = _graphed(fn) if estimates[name] < GRAPH_THRESHOLD_MS else None
+        replay = _graphed(fn) if estimates[name] < graph_below_ms else None
         runners[name], graphed[name] = (replay, True) if replay else (fn, False)
     runs = max(5, min(max_runs, int(rep_ms / max(sum(estimates.values()), 1e-3))))
     flush = _flush_buffer() if flush_l2 else None
@@ -214,12 +215,16 @@ def _time_interpreter(fns: Mapping[str, Callable[[], object]], rep_ms: float,
 def compare(fns: Mapping[str, Callable[[], object]], *,
             flops: float | Mapping[str, float] | None = None,
             bytes: float | Mapping[str, float] | None = None, warmup_ms: float = 25,
-            rep_ms: float = 200, flush_l2: bool = True, max_runs: int = 1000) -> list[Measurement]:
+            rep_ms: float = 200, flush_l2: bool = True, max_runs: int = 1000,
+            graph_below_ms: float = GRAPH_THRESHOLD_MS) -> list[Measurement]:
     """Time several functions of no arguments interleaved, one Measurement each.
 
     ``flops`` and ``bytes`` describe one call: one number for all functions, or a mapping from
     function name to number (functions it does not name get None). Set
-    ``flush_l2=False`` only to show what a warm cache does. In interpreter mode the functions
+    ``flush_l2=False`` only to show what a warm cache does. A function whose warm-up call
+    takes under ``graph_below_ms`` (host time, synchronization included) is timed as a replayed
+    CUDA graph: raise it for short kernels behind wrappers with a lot of Python in them, so
+    the GPU's work is timed and not the host's. In interpreter mode the functions
     run a few times each and the results are labelled as interpreter time.
     """
     if not fns:
@@ -233,7 +238,7 @@ def compare(fns: Mapping[str, Callable[[], object]], *,
         return [Measurement(name, tuple(t), per_function(flops, name), per_function(bytes, name),
                             interpreter=True, device="CPU (Triton interpreter)")
                 for name, t in times.items()]
-    times, graphed = _time_gpu(fns, warmup_ms, rep_ms, flush_l2, max_runs)
+    times, graphed = _time_gpu(fns, warmup_ms, rep_ms, flush_l2, max_runs, graph_below_ms)
     facts = device.info()
     clock = device.sm_clock_mhz()
     results = []

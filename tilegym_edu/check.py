@@ -54,6 +54,34 @@ NOT_WRITTEN = ("raised NotImplementedError: the exercise is not written yet; rep
                "`raise NotImplementedError()` in its solution cell with your code")
 
 
+#: (words in an error, what they mean for the learner and what to do): errors a kernel meets
+KNOWN_ERRORS = (
+    ("illegal memory access", "the kernel read or wrote outside its tensors (a load or store "
+     "without a mask, or an offset computed in the wrong units); the GPU context is now broken, "
+     "so every later GPU cell of this notebook fails too: fix the masks, restart the kernel, "
+     "grade again"),
+    ("out of memory", "the function asked for more GPU memory than is free; allocate only the "
+     "output (and small scratch), never a copy per element"),
+    ("out of resource: shared memory", "the block sizes and num_stages need more shared memory "
+     "than one block may use on this GPU: use smaller tiles or fewer stages"),
+)
+
+
+def hints(message: str, shown: str = "") -> str:
+    """What an error message means and what to do, for the errors in KNOWN_ERRORS: one
+    ``[...]`` per match not already begun in ``shown``, or an empty string."""
+    lowered = message.lower()
+    return "".join(f" [{hint}]" for words, hint in KNOWN_ERRORS
+                   if words in lowered and hint[:40] not in shown)
+
+
+def explain(error: BaseException) -> str:
+    """``raised <Type>: <first line of its message>``, plus what it means when it is an error
+    kernels are known to meet (see KNOWN_ERRORS); one line, as the grade table shows it."""
+    lines = str(error).strip().splitlines()
+    return f"raised {type(error).__name__}: {lines[0] if lines else ''}" + hints(str(error))
+
+
 def _show(value: Any) -> str:
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
@@ -140,8 +168,7 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
                 results.append(CaseResult(case, seed, False, message=NOT_WRITTEN))
                 continue
             except Exception as exc:  # the learner's code failed: report it as this case's result
-                results.append(CaseResult(case, seed, False,
-                                          message=f"raised {type(exc).__name__}: {exc}"))
+                results.append(CaseResult(case, seed, False, message=explain(exc)))
                 continue
             passed, error, message = compare_output(out, ref, case["dtype"], tolerances)
             changed = [i for i, (a, o) in enumerate(zip(args, originals))

@@ -28,6 +28,7 @@ from nbgrader.preprocessors import Execute, GetGrades
 from traitlets import Bool, Integer
 from traitlets.config import Config
 
+from tilegym_edu.check import hints
 from tilegym_edu.feedback import HideHiddenTests
 from tilegym_edu.progress import ProgressBar
 
@@ -211,6 +212,8 @@ def _error_of(cell) -> tuple[str, str]:
         if output.get("output_type") == "error":
             ename, evalue = output.get("ename", ""), output.get("evalue", "")
             first = evalue.strip().splitlines()[0] if evalue.strip() else ""
+            if first:  # errors raised outside check() get their hint here
+                first += hints(evalue, shown=first)
             return ename, f"{ename}: {first}" if first else ename
     return "", ""
 

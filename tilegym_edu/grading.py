@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import time
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -191,19 +192,50 @@ def _check_timed_outputs(runner: _RotatingRunner, reference: Callable[..., torch
             raise AssertionError(f"the output of a timed run (input set {i}) is wrong: {message}")
 
 
+#: GPU time (µs) still pending after the candidate's own stream finished, above which its work
+#: is taken to run on another stream; an idle GPU's synchronize costs a few µs
+LEFT_BEHIND_US = 25.0
+
+
+def assert_no_work_left_behind(candidate: Callable[..., Any], args: Sequence[Any],
+                               tries: int = 3) -> None:
+    """Fail if ``candidate(*args)`` leaves GPU work running after everything it queued on the
+    current stream is done: work on a side stream, which CUDA-event timing of the current
+    stream never sees (a known way to fake speed). Three tries must all show it."""
+    left = []
+    for _ in range(tries):
+        torch.cuda.synchronize()
+        candidate(*args)
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+        start = time.perf_counter()
+        torch.cuda.synchronize()
+        left.append((time.perf_counter() - start) * 1e6)
+    if min(left) > LEFT_BEHIND_US:
+        raise AssertionError(
+            f"the GPU was still busy {min(left):.0f} µs after your function's work on the current "
+            "stream had finished: it ran work on another CUDA stream, which the timer cannot "
+            "see. Launch on torch.cuda.current_stream(), or make it wait for your stream "
+            "(torch.cuda.current_stream().wait_stream(side)) before returning.")
+
+
 def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callable[[], Any]],
                   input_sets: Sequence[Sequence[Any]], reference: Callable[..., torch.Tensor],
                   dtype: torch.dtype, *, flops: float | None = None, bytes: float | None = None,
                   tolerances: Mapping[torch.dtype, float] | None = None,
-                  ) -> list[bench.Measurement]:
+                  graph_below_ms: float = bench.GRAPH_THRESHOLD_MS) -> list[bench.Measurement]:
     """Time ``candidate`` (rotating over ``input_sets``) interleaved with ``baselines``, check
     every timed output, reject impossible results; the candidate's Measurement comes first.
     One guarded call first: a candidate that hands the work to a library raises
-    LibraryShortcut here rather than being timed."""
+    LibraryShortcut here rather than being timed; and one that leaves work on a side stream
+    fails assert_no_work_left_behind. ``graph_below_ms`` as for bench.compare."""
     require_gpu("this speed check")
     guarded_call(candidate, input_sets[0])  # the timed function must do its own arithmetic
+    assert_no_work_left_behind(candidate, input_sets[0])
     runner = _RotatingRunner(candidate, input_sets)
-    measurements = bench.compare({"yours": runner, **baselines}, flops=flops, bytes=bytes)
+    measurements = bench.compare({"yours": runner, **baselines}, flops=flops, bytes=bytes,
+                                 graph_below_ms=graph_below_ms)
     _check_timed_outputs(runner, reference, dtype, tolerances)
     for m in measurements:
         if m.problem:

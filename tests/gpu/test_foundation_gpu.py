@@ -1,5 +1,6 @@
 """The helper package on a real GPU: timing, ceilings, speed grading, lesson 00 end to end."""
 import json
+import time
 
 import pytest
 import torch
@@ -32,6 +33,21 @@ def test_short_kernels_are_timed_through_cuda_graphs():
     x = torch.randn(4096, device="cuda")
     m = bench.bench(lambda: scale(x), bytes=2 * x.nbytes)
     assert m.cuda_graph and m.runs >= 5 and m.median_ms < 1
+
+
+def test_graph_below_ms_decides_which_calls_are_graphed():
+    """A short call with a slow Python wrapper (0.3 ms of host time) is timed as host time under
+    the default threshold and as GPU work when graph_below_ms is raised (lesson 05's cells)."""
+    x = torch.randn(4096, device="cuda")
+
+    def slow_wrapper():
+        time.sleep(0.0003)
+        return scale(x)
+
+    default, raised = (bench.bench(slow_wrapper, bytes=2 * x.nbytes, graph_below_ms=limit)
+                       for limit in (bench.GRAPH_THRESHOLD_MS, 1.0))
+    assert not default.cuda_graph and raised.cuda_graph
+    assert raised.median_ms < default.median_ms
 
 
 def test_warm_cache_is_faster_than_flushed_for_small_inputs():

@@ -35,6 +35,12 @@ def pair(value: Pair, name: str) -> tuple[int, int]:
     return values
 
 
+def geometry(stride: Pair, padding: Pair, dilation: Pair
+             ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """((stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w)) from ints or pairs."""
+    return pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+
+
 def output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
     """Output length along one axis: positions where the (dilated) kernel fits in the padded
     input, taking every stride-th one."""
@@ -61,8 +67,7 @@ def check_conv_inputs(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
             raise ValueError(f"{name} is not in channels_last (NHWC) memory: the kernel indexes "
                              f"it as N, H, W, C; call {name}.to(memory_format="
                              f"torch.channels_last) once, outside the timed code")
-    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
-                                    pair(dilation, "dilation"))
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
         raise ValueError(f"stride and dilation must be >= 1 and padding >= 0; got stride "
                          f"{(sh, sw)}, padding {(ph, pw)}, dilation {(dh, dw)}")
@@ -80,8 +85,7 @@ def im2col(x: torch.Tensor, R: int, S: int, stride: Pair = 1, padding: Pair = 0,
     """The (N·P·Q, R·S·C) im2col matrix of an NHWC x, rows in (n, p, q) order, columns in
     (r, s, c) order; padding reads as zeros. Built with PyTorch (pad, then a strided view of
     every window, then one copy): the memory it costs is the point."""
-    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
-                                    pair(dilation, "dilation"))
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     P, Q = output_size(H, R, sh, ph, dh), output_size(W, S, sw, pw, dw)
     padded = torch.nn.functional.pad(x.permute(0, 2, 3, 1), (0, 0, pw, pw, ph, ph))
@@ -146,8 +150,7 @@ def direct_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
                   dilation: Pair = 1, BLOCK_M: int = 64, BLOCK_N: int = 32) -> torch.Tensor:
     """y = F.conv2d(x, w, ...) with the direct kernel; x, w channels_last, y channels_last."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
-    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
-                                    pair(dilation, "dilation"))
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype,
@@ -249,8 +252,7 @@ def conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,
 def launch_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                   padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """Run conv2d_kernel with ``config`` into the preallocated channels_last y; return y."""
-    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
-                                    pair(dilation, "dilation"))
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = y.shape[2], y.shape[3]

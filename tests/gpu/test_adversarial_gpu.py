@@ -1,0 +1,78 @@
+"""The adversarial cases only a GPU can show (tests/test_adversarial.py has the rest): work on
+a side stream the timer cannot see, an allocation larger than the GPU, and a kernel that
+crashes the CUDA context with an illegal address. Each fails what it should with a message
+that says what happened, and the grading of everything else carries on."""
+import pytest
+import torch
+
+from tests.adversaries import lesson_namespace, run_test_cell
+from tests.submissions import Submission
+from tilegym_edu import course
+
+LESSON = "00_getting_started"
+
+
+def honest_silu_mul():
+    return lesson_namespace(LESSON)["silu_mul"]
+
+
+def test_work_on_a_side_stream_fails_the_speed_cell_and_says_so():
+    honest, side = honest_silu_mul(), torch.cuda.Stream()
+
+    def on_a_side_stream(x, y):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            return honest(x, y)
+
+    with pytest.raises(AssertionError, match="ran work on another CUDA stream"):
+        run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": on_a_side_stream})
+    run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": honest})
+
+
+def test_a_side_stream_that_is_joined_is_fine():
+    honest, side = honest_silu_mul(), torch.cuda.Stream()
+
+    def joined(x, y):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = honest(x, y)
+        torch.cuda.current_stream().wait_stream(side)
+        return out
+
+    run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": joined})
+
+
+def test_an_allocation_larger_than_the_gpu_fails_only_its_own_cell():
+    honest = honest_silu_mul()
+    too_much = 2 * torch.cuda.get_device_properties(0).total_memory
+
+    def greedy(x, y):
+        torch.empty(too_much, dtype=torch.uint8, device=x.device)
+        return honest(x, y)
+
+    with pytest.raises(AssertionError, match="OutOfMemoryError.*more GPU memory than is free"):
+        run_test_cell(LESSON, "test_silu_mul_correct", {"silu_mul": greedy})
+    run_test_cell(LESSON, "test_silu_mul_correct", {"silu_mul": honest})  # the GPU is fine
+
+
+#: the store lands 2^40 elements past the output: an illegal address on any GPU
+ILLEGAL_ADDRESS = Submission(
+    "illegal_address",
+    {"silu_mul_solution": ("tl.store(out_ptr + offsets, ", "tl.store(out_ptr + offsets + (1 << 40), ")},
+    loses=("test_silu_mul_correct", "test_silu_mul_bandwidth"), reason="illegal memory access")
+
+
+def test_an_illegal_address_loses_the_gpu_cells_says_why_and_the_next_grading_is_whole(
+        course_copy, tmp_path):
+    solution = course_copy / "solutions" / LESSON / f"{LESSON}.ipynb"
+    crashed = course.grade(LESSON, ILLEGAL_ADDRESS.write(solution, tmp_path / "crash"),
+                           root=course_copy, student="gpu_illegal_address")
+    print(crashed.format_table())
+    results = {e.exercise: e for e in crashed.exercises}
+    correct = results["test_silu_mul_correct"]
+    assert correct.points == 0 and "illegal memory access" in correct.reason
+    assert "outside its tensors" in correct.reason  # what it means and what to do
+    assert results["test_silu_mul_bandwidth"].points == 0
+    assert results["test_bytes"].points == results["test_bytes"].max_points  # no GPU needed
+    after = course.grade(LESSON, solution.parent, root=course_copy, student="gpu_after_crash")
+    assert after.points == after.max_points, after.format_table()
