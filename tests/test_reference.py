@@ -140,3 +140,25 @@ def test_reference_kernel_is_in_the_lesson_solution_word_for_word(lesson, grade_
         source = source.replace(f"def {kernel.fn.__name__}(", f"def {name}(", 1)
     assert source.strip() in solution_cell(lesson, grade_id), \
         f"{kernel.fn.__name__} differs between tilegym_edu/reference and {grade_id} of {lesson}"
+
+
+@pytest.mark.parametrize("lesson, function, make_inputs, reference, cases", [
+    ("00_getting_started", "silu_mul", "make_silu_inputs", "silu_mul_reference",
+     [{"shape": s, "dtype": d} for s in [(7,), (4097,), (37, 129)]
+      for d in (torch.float32, torch.float16)]),
+    ("02_tiled_matmul", "matmul_bias_relu", "make_bias_relu_inputs", "bias_relu_reference",
+     [{"M": 37, "N": 29, "K": 70, "dtype": d, "blocks": (32, 32, 32, 8)}
+      for d in (torch.float32, torch.float16)]
+     + [{"M": 20, "N": 40, "K": 33, "dtype": torch.float16, "bias": "strided", "blocks": (16, 32, 16, 2)}]),
+    ("02_tiled_matmul", "bmm", "make_bmm_inputs", "bmm_reference",
+     [{"batch": 2, "M": 29, "N": 40, "K": 33, "dtype": d, "blocks": (16, 32, 16, 2)}
+      for d in (torch.float32, torch.float16)]),
+], ids=["silu_mul", "matmul_bias_relu", "bmm"])
+def test_solutions_that_live_only_in_notebooks_pass_on_20_seeds(lesson, function, make_inputs,
+                                                                 reference, cases):
+    """The lesson's own function, inputs and definition, as its test cells use them."""
+    from tests.adversaries import lesson_namespace
+    names = lesson_namespace(lesson)
+    results = check(names[function], names[reference], names[make_inputs], cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
