@@ -9,7 +9,7 @@ import torch
 from tests.conftest import REPO
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
-from tilegym_edu.reference import attention, convolution, matmul, pipelined
+from tilegym_edu.reference import attention, convolution, llama, matmul, pipelined
 from tilegym_edu.tune import Config
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
@@ -90,6 +90,41 @@ def test_implicit_gemm_conv2d_passes_on_20_seeds():
     assert not failed, failed[:3]
 
 
+def rmsnorm_inputs(case, generator):
+    rows, dim = case["shape"]
+    x = random_tensor((rows, dim), case["dtype"], generator, case.get("scale", 1.0))
+    x[:case.get("zero_rows", 0)] = 0
+    return x, random_tensor((dim,), case["dtype"], generator), 1e-5
+
+
+def rope_inputs(case, generator):
+    B, S, H, D = case["shape"]
+    x = random_tensor((B, S, H + 2, D), case["dtype"], generator)[:, :, 1:H + 1]   # a view, as q in qkv
+    cos, sin = llama.rope_tables(S + 1, D, device_=x.device)
+    return x, cos, sin
+
+
+@pytest.mark.parametrize("kernel", ["rmsnorm", "rope", "swiglu"])
+def test_lesson06_fused_kernels_pass_on_20_seeds(kernel):
+    dtypes = (torch.float32, torch.float16)
+    if kernel == "rmsnorm":
+        cases = [{"shape": s, "dtype": d, **extra} for s, extra in
+                 [((1, 1), {}), ((5, 333), {}), ((4, 64), {"zero_rows": 2}), ((3, 70), {"scale": 1e-4})]
+                 for d in dtypes]
+        args = (llama.rmsnorm, llama.rmsnorm_torch, rmsnorm_inputs)
+    elif kernel == "rope":
+        cases = [{"shape": s, "dtype": d} for s in [(1, 1, 1, 16), (2, 5, 3, 32), (1, 4, 5, 64)] for d in dtypes]
+        args = (lambda x, cos, sin: llama.rope_(x.clone(), cos, sin),
+                lambda x, cos, sin: llama.rope_torch(x, cos[:x.shape[1]], sin[:x.shape[1]]), rope_inputs)
+    else:
+        cases = [{"shape": s, "dtype": d} for s in [(1, 2), (5, 74), (3, 3000)] for d in dtypes]
+        args = (llama.swiglu, llama.swiglu_torch,
+                lambda case, g: (random_tensor(case["shape"], case["dtype"], g, 3.0),))
+    results = check(*args, cases, seeds=range(20))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
 def test_reference_kernels_raise_inside_graded_calls():
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     for fn in (matmul.naive_matmul, matmul.tiled_matmul, pipelined.pipelined_matmul,
@@ -101,6 +136,11 @@ def test_reference_kernels_raise_inside_graded_calls():
     for fn in (convolution.conv2d, convolution.direct_conv2d):
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, (x, w))
+    cos, sin = llama.rope_tables(3, 16)
+    for fn, args in ((llama.rmsnorm, (a, a[0], 1e-5)), (llama.swiglu, (a,)),
+                     (llama.rope_, (torch.randn(1, 3, 2, 16), cos, sin))):
+        with pytest.raises(grading.LibraryShortcut, match="reference"):
+            grading.guarded_call(fn, args)
 
 
 @pytest.mark.parametrize("lesson, grade_id, kernel, wrapper", [
@@ -131,7 +171,13 @@ def solution_cell(lesson: str, grade_id: str) -> str:
     ("04_flash_attention", "softmax_solution", attention.softmax_kernel, None),
     ("04_flash_attention", "flash_attention_solution", attention.attention_blocks, None),
     ("04_flash_attention", "flash_attention_solution", attention.flash_attention_kernel, None),
-    ("05_convolution", "conv2d_solution", convolution.conv2d_kernel, None)])
+    ("05_convolution", "conv2d_solution", convolution.conv2d_kernel, None),
+    ("06_capstone", "rmsnorm_solution", llama.rmsnorm_kernel, None),
+    ("06_capstone", "rope_solution", llama.rope_kernel, None),
+    ("06_capstone", "swiglu_solution", llama.swiglu_kernel, None),
+    ("06_capstone", "bring_your_kernels", pipelined.pipelined_matmul_kernel, "matmul_kernel"),
+    ("06_capstone", "bring_your_kernels", attention.attention_blocks, None),
+    ("06_capstone", "bring_your_kernels", attention.flash_attention_kernel, None)])
 def test_reference_kernel_is_in_the_lesson_solution_word_for_word(lesson, grade_id, kernel, name):
     """Lessons 03 and 04 wrap their kernels differently (tuning, configs), but each kernel the
     course compares learners with is the solution's kernel, letter for letter."""
@@ -162,3 +208,28 @@ def test_solutions_that_live_only_in_notebooks_pass_on_20_seeds(lesson, function
     results = check(names[function], names[reference], names[make_inputs], cases, seeds=range(20))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
+
+
+@pytest.mark.parametrize("grade_id, kernel, wrapper", [
+    ("rmsnorm_solution", llama.rmsnorm_kernel, llama.rmsnorm),
+    ("rope_solution", llama.rope_kernel, llama.rope_),
+    ("swiglu_solution", llama.swiglu_kernel, llama.swiglu)])
+def test_lesson06_reference_is_the_solution_word_for_word(grade_id, kernel, wrapper):
+    test_reference_is_the_lesson_solution_word_for_word("06_capstone", grade_id, kernel, wrapper)
+
+
+def raw_solution_cell(lesson, grade_id):
+    """A solution cell's source with its solution markers."""
+    notebook = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+    [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return cell.source
+
+
+def test_lesson06_brings_the_kernels_of_lessons_03_and_04_word_for_word():
+    """Lesson 06's "bring your kernels" cell holds lesson 03's matmul_kernel and lesson 04's
+    whole flash-attention solution cell, letter for letter."""
+    cell = raw_solution_cell("06_capstone", "bring_your_kernels")
+    lesson03 = raw_solution_cell("03_software_pipelining", "matmul_solution")
+    kernel03 = lesson03[:lesson03.index("\n\n\ndef fits")]
+    assert cell.startswith(kernel03 + "\n\n\ndef matmul(")
+    assert cell.endswith(raw_solution_cell("04_flash_attention", "flash_attention_solution"))

@@ -224,14 +224,16 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
                   input_sets: Sequence[Sequence[Any]], reference: Callable[..., torch.Tensor],
                   dtype: torch.dtype, *, flops: float | None = None, bytes: float | None = None,
                   tolerances: Mapping[torch.dtype, float] | None = None,
-                  graph_below_ms: float = bench.GRAPH_THRESHOLD_MS) -> list[bench.Measurement]:
+                  graph_below_ms: float = bench.GRAPH_THRESHOLD_MS,
+                  allow: Iterable[str] = ()) -> list[bench.Measurement]:
     """Time ``candidate`` (rotating over ``input_sets``) interleaved with ``baselines``, check
     every timed output, reject impossible results; the candidate's Measurement comes first.
     One guarded call first: a candidate that hands the work to a library raises
     LibraryShortcut here rather than being timed; and one that leaves work on a side stream
-    fails assert_no_work_left_behind. ``graph_below_ms`` as for bench.compare."""
+    fails assert_no_work_left_behind. ``graph_below_ms`` as for bench.compare; ``allow`` names
+    extra torch operations the guarded call may use (as for assert_correct)."""
     require_gpu("this speed check")
-    guarded_call(candidate, input_sets[0])  # the timed function must do its own arithmetic
+    guarded_call(candidate, input_sets[0], allow)  # the timed function must do its own arithmetic
     assert_no_work_left_behind(candidate, input_sets[0])
     runner = _RotatingRunner(candidate, input_sets)
     measurements = bench.compare({"yours": runner, **baselines}, flops=flops, bytes=bytes,
@@ -277,11 +279,14 @@ def assert_bandwidth_fraction(candidate: Callable[..., Any], input_sets: Sequenc
 def assert_speedup(candidate: Callable[..., Any], baseline: Callable[..., Any],
                    input_sets: Sequence[Sequence[Any]], reference: Callable[..., torch.Tensor],
                    dtype: torch.dtype, limit: Threshold, *, flops: float | None = None,
-                   bytes: float | None = None) -> None:
+                   bytes: float | None = None, graph_below_ms: float = bench.GRAPH_THRESHOLD_MS,
+                   allow: Iterable[str] = ()) -> None:
     """``candidate``'s speed over ``baseline``'s (same inputs), measured interleaved in this
-    process; fails below ``limit``. Returns None (see assert_bandwidth_fraction)."""
+    process; fails below ``limit``. Returns None (see assert_bandwidth_fraction). ``allow`` as
+    for measure_speed."""
     require_gpu(limit.metric)
     args = input_sets[0]
     yours, base = measure_speed(candidate, {"baseline": lambda: baseline(*args)}, input_sets,
-                                reference, dtype, flops=flops, bytes=bytes)
+                                reference, dtype, flops=flops, bytes=bytes,
+                                graph_below_ms=graph_below_ms, allow=allow)
     assert_ratio(base.median_ms / yours.median_ms, limit)

@@ -1,0 +1,823 @@
+"""Writes solutions/06_capstone/06_capstone.ipynb (lesson 06: a Llama-style decoder on your kernels)
+with nbformat.
+
+Run from anywhere: .venv/bin/python /tmp/build06/build_06.py [repo root, default /work/lesson06]
+The solutions of the three fused kernels are copied from tilegym_edu/reference/llama.py (letter for
+letter, the wrapper without its decorator) with solution markers put around the bodies; the "bring
+your kernels" cell copies lesson 03's matmul_kernel and lesson 04's flash_attention_solution cell
+from their solution notebooks, so none of them can drift.
+"""
+import ast
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/lesson06")
+LESSON = "06_capstone"
+OUT = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
+LLAMA = (REPO / "tilegym_edu" / "reference" / "llama.py").read_text()
+
+
+def with_markers(name: str, decorator: str | None = None) -> str:
+    """Function `name` of reference/llama.py with ### BEGIN/END SOLUTION around its body (after
+    the docstring); `decorator` (e.g. "@forbidden_in_graded_calls") is dropped."""
+    tree = ast.parse(LLAMA)
+    [fn] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    lines = LLAMA.splitlines()
+    start = fn.decorator_list[0].lineno - 1 if fn.decorator_list else fn.lineno - 1
+    head = lines[start:fn.body[0].end_lineno]
+    if decorator:
+        assert head[0] == decorator, head[0]
+        head = head[1:]
+    body = lines[fn.body[0].end_lineno:fn.end_lineno]
+    return "\n".join(head + ["    ### BEGIN SOLUTION"] + body + ["    ### END SOLUTION"])
+
+
+def solution_cell(kernel: str, wrapper: str) -> str:
+    return with_markers(kernel) + "\n\n\n" + with_markers(wrapper, "@forbidden_in_graded_calls")
+
+
+def notebook_cell(lesson: str, grade_id: str) -> str:
+    nb = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+    [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return cell.source
+
+
+def lesson03_matmul_kernel() -> str:
+    source = notebook_cell("03_software_pipelining", "matmul_solution")
+    return source[:source.index("\n\n\ndef fits")]
+
+
+cells = []
+
+
+def md(source: str) -> None:
+    cells.append(nbformat.v4.new_markdown_cell(source.strip("\n")))
+
+
+def code(source: str, grade_id: str | None = None, *, kind: str = "plain", points: int = 0) -> None:
+    """kind: plain (no nbgrader metadata), locked (helper, not graded), solution, test."""
+    cell = nbformat.v4.new_code_cell(source.strip("\n"))
+    if kind == "locked":
+        cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": True,
+                                     "schema_version": 3, "solution": False, "task": False}
+    elif kind == "solution":
+        cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": False,
+                                     "schema_version": 3, "solution": True, "task": False}
+    elif kind == "test":
+        cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True,
+                                     "points": points, "schema_version": 3, "solution": False,
+                                     "task": False}
+    cells.append(cell)
+
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+# Lesson 06 (capstone): a Llama-style decoder running on your kernels
+
+Kernels matter because models run on them. Lessons 00 to 05 built the pieces one at a time: an
+elementwise kernel near copy bandwidth, a pipelined matmul near cuBLAS, FlashAttention. This lesson
+puts them where they are used: a decoder-only language model in the architecture of Meta's Llama
+(the architecture most open models share, with small variations), written in plain PyTorch, then run
+again with every matmul, every attention and every normalisation replaced by **your** kernels.
+
+Three operations of the model have no kernel yet, and they are this lesson's exercises. Each is
+memory-bound (a few FLOPs per byte), so the goal is the one of lesson 00: read each input once,
+write each output once, and get near the GPU's copy bandwidth.
+
+1. **RMSNorm**, fused: one pass over each row.
+2. **Rotary position embedding** (RoPE), applied **in place** to q and k, which are strided views
+   into one projection's output: no copy.
+3. **SwiGLU**, fused with its gate: `silu(gate) * up` from one projection's output.
+
+Then the swap, graded by the model's logits, and the measurement that matters: how many tokens a
+second the model processes on your GPU, on PyTorch eager, on `torch.compile` and on your kernels.
+
+| exercise | points | graded |
+| --- | --- | --- |
+| 1a. `rmsnorm`: odd widths, fp16 and fp32, rows of zeros and tiny values | 3 | everywhere |
+| 2a. `rope_`: in place on strided views of q and k, odd head counts, fp16 and fp32 | 3 | everywhere |
+| 3a. `swiglu`: odd widths, fp16 and fp32 | 2 | everywhere |
+| 1b, 2b, 3b. each near copy bandwidth | 1 + 1 + 1 | on a GPU (without one: *needs GPU*) |
+| 4a. your lesson 03 matmul and lesson 04 attention, on the model's shapes and grouped-query views | 2 | everywhere |
+| 4b. the model on your kernels: logits match PyTorch's | 4 | everywhere |
+| 4c. the model on your kernels at least as fast as PyTorch eager | 3 | on a GPU |
+
+**Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 06_capstone`
+(or `make grade LESSON=06_capstone`), which grades a copy of this notebook and never changes it.
+''')
+
+md(r'''
+## Setup
+
+`import tilegym_edu` comes first, as always. The model lives in the course's module
+`tilegym_edu.reference.llama`: the PyTorch model (`Llama`), its sizes (`GPU_CONFIG`, `CPU_CONFIG`),
+the PyTorch definitions of the three operations your kernels must match, and the `Ops` object through
+which the model calls every operation that does arithmetic. From lessons 03 and 04 this lesson
+imports only configuration helpers (search spaces, input checks), never their kernels: you bring your
+own in section 5.
+''')
+
+code(r'''
+import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+
+import inspect
+import math
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu import bench, check, device, grading, traffic
+from tilegym_edu.reference import llama                                  # the model, the course's reference kernels
+from tilegym_edu.reference.llama import (CPU_CONFIG, GPU_CONFIG, TORCH_OPS, Llama, LlamaConfig, Ops,
+                                         random_tokens, rmsnorm_torch, rope_tables, rope_torch, swiglu_torch)
+from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
+                                             check_attention_inputs)      # lesson 04's helpers
+from tilegym_edu.reference.pipelined import PIPELINED_SPACE, matmul_problem  # lesson 03's helpers
+from tilegym_edu.tune import Config, autotune
+
+print(device.banner())
+DEVICE = device.DEVICE
+CONFIG = device.size(gpu=GPU_CONFIG, cpu=CPU_CONFIG)            # the model this lesson runs and times
+BATCH, SEQ = device.size(gpu=(1, 2048), cpu=(1, 12))             # a prefill: one prompt of SEQ tokens
+DTYPE = device.size(gpu=torch.float16, cpu=torch.float32)
+print(CONFIG)
+''', "setup", kind="locked")
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 1. The model
+
+A decoder turns a sequence of token ids into, at every position, scores (**logits**) over the
+vocabulary for the next token. Serving a prompt starts with a **prefill**: the whole prompt goes
+through the model at once, each position attending to itself and the positions before it (causal
+attention); generating then adds one token at a time. Prefill is where a model does most of its
+matrix work at once, and it is what this lesson times.
+
+The Llama block, `n_layers` times, on activations `x` of shape (tokens, `dim`):
+
+$$h = \mathrm{RMSNorm}(x),\quad x \mathrel{+}= \mathrm{Attention}(h) W_o, \qquad
+h = \mathrm{RMSNorm}(x),\quad x \mathrel{+}= \mathrm{SwiGLU}(h W_{13})\, W_2$$
+
+- **RMSNorm** scales each row to unit root-mean-square, then by a learned weight $g$:
+  $y = x / \sqrt{\mathrm{mean}(x^2) + \epsilon} \cdot g$. Cheaper than LayerNorm (no mean to
+  subtract) and as good in practice. $\epsilon$ (`1e-5` here) keeps a row of zeros from dividing by zero.
+- **Attention** with $q, k, v$ from one projection $h W_{qkv}$, split into heads of `head_dim`. Before
+  the scores, q and k are **rotated** by their position (RoPE, section 3), so that $q \cdot k$
+  depends on how far apart two tokens are. **Grouped-query attention** (GQA): only `n_kv_heads`
+  key/value heads, each shared by `n_heads / n_kv_heads` query heads, which shrinks the key/value
+  cache that generation keeps in memory.
+- **SwiGLU**: $W_{13}$ produces two halves, a gate and an "up" projection; the result is
+  $\mathrm{silu}(\mathrm{gate}) \odot \mathrm{up}$, projected back by $W_2$.
+- Residual connections (`x +=`) around both; a final RMSNorm and the output projection to the
+  vocabulary.
+
+The weights are random (drawn from a seeded generator), so the model says nothing sensible, but it
+does exactly the work a trained model of the same shape does: speed does not depend on the values.
+The forward pass, as the module writes it:
+''')
+
+code(r'''
+print(inspect.getsource(Llama.attention))
+print(inspect.getsource(Llama.forward))
+print(inspect.getsource(Ops))
+''')
+
+md(r'''
+Every operation that does arithmetic goes through `ops`: `ops.matmul`, `ops.attention`,
+`ops.rmsnorm`, `ops.rope_`, `ops.swiglu`. With `TORCH_OPS` (the default) they are PyTorch's; the
+swap in section 5 passes your kernels instead, and the model code does not change. Only the embedding
+lookup and the two residual additions stay in PyTorch.
+
+Two details of `attention` matter for kernels. First, `q`, `k` and `v` are **views** into the one
+`qkv` tensor of shape (batch, seq, n_heads + 2 n_kv_heads, head_dim): nothing is copied out, so a
+head's rows are far apart in memory, and RoPE must rotate them where they are. Second, GQA: each batch
+element is one attention call in which the key/value heads play the "batch" and the query heads of a
+group the "heads"; `k` and `v` are `.expand`ed over the group, a view whose stride along the group is
+**0**, so every query head of a group reads the same key/value memory and nothing is repeated. Your
+lesson 04 kernel takes strides as arguments, so it handles this as it is.
+
+The model at this lesson's size, and a first forward pass in PyTorch:
+''')
+
+code(r'''
+model = Llama(CONFIG, DTYPE)
+print(f"{model.parameters() / 1e6:.1f} M parameters, {model.parameters() * model.embedding.element_size() / 2**20:.0f} MiB "
+      f"in {str(DTYPE)[6:]}; head_dim {CONFIG.head_dim}, {CONFIG.group} query heads per key/value head")
+tokens = random_tokens(CONFIG, BATCH, SEQ, torch.Generator().manual_seed(0))
+logits = model(tokens)
+print(f"tokens {tuple(tokens.shape)} -> logits {tuple(logits.shape)}; next-token guesses at the first "
+      f"positions: {logits[0, :6].argmax(-1).tolist()}")
+''')
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 2. Exercise 1: RMSNorm in one pass
+
+PyTorch runs RMSNorm as several kernels: square, mean, add, reciprocal square root, multiply,
+multiply, each reading its input from memory and writing its result back (with the conversions to
+float32 and back, more). A fused kernel reads each row once, keeps it in registers, computes the
+mean square there, and writes the normalised row once: the fewest bytes possible, $2 \cdot$ rows
+$\cdot$ dim elements plus the weight.
+
+Write `rmsnorm_kernel` and `rmsnorm(x, weight, eps)`:
+
+- `x` is (rows, dim), float16 or float32, rows of stride `x.stride(0)` (last dimension contiguous);
+  `weight` is (dim,) in x's dtype. Return a new (rows, dim) tensor in x's dtype.
+- One program per row; the whole row in one block (`BLOCK = triton.next_power_of_2(dim)`), masked.
+  Compute in float32: $y = x \cdot \mathrm{rsqrt}(\mathrm{mean}(x^2) + \epsilon) \cdot g$, with the
+  mean over the `dim` real elements (not the padded block).
+
+The grader checks odd widths, fp16 and fp32, and rows where $\epsilon$ matters: rows of zeros (which
+must come out zero, not NaN) and rows of values around $10^{-4}$, whose mean square is comparable to
+$\epsilon$. During grading PyTorch may only allocate, view and copy.
+''')
+
+code(solution_cell("rmsnorm_kernel", "rmsnorm"), "rmsnorm_solution", kind="solution")
+
+code(r'''
+def make_rmsnorm_inputs(case, generator):
+    """(x, weight, eps) for case = {"rows", "dim", "dtype"} and optionally "scale" (x's size) and
+    "zero_rows" (how many rows are all zeros): x standard normal times scale, weight around 1."""
+    x = check.random_tensor((case["rows"], case["dim"]), case["dtype"], generator, case.get("scale", 1.0))
+    x[:case.get("zero_rows", 0)] = 0
+    weight = (1 + 0.1 * check.random_tensor((case["dim"],), torch.float32, generator)).to(case["dtype"])
+    return x, weight, 1e-5
+
+
+def rmsnorm_reference(x, weight, eps):
+    return rmsnorm_torch(x, weight, eps)
+
+
+for result in check.check(rmsnorm, rmsnorm_reference, make_rmsnorm_inputs, seeds=[0], cases=[
+        {"rows": 5, "dim": 100, "dtype": torch.float32},
+        {"rows": 4, "dim": 33, "dtype": torch.float16, "zero_rows": 1, "scale": 1e-4}]):
+    print(result.describe())
+''', "rmsnorm_helpers", kind="locked")
+
+code(r'''
+# Exercise 1a: rmsnorm is correct on odd widths, fp16 and fp32, rows of zeros and of tiny values.
+cases = [
+    {"rows": 1, "dim": 1, "dtype": torch.float32},
+    {"rows": 7, "dim": 100, "dtype": torch.float32},
+    {"rows": 5, "dim": 333, "dtype": torch.float16},
+    {"rows": 6, "dim": 64, "dtype": torch.float32, "zero_rows": 2},
+    {"rows": 4, "dim": 70, "dtype": torch.float32, "scale": 1e-4},
+    {"rows": 3, "dim": 129, "dtype": torch.float16, "scale": 1e-3, "zero_rows": 1},
+]
+grading.assert_correct(rmsnorm, rmsnorm_reference, make_rmsnorm_inputs, cases, seeds=(0, 1))
+### BEGIN HIDDEN TESTS
+grading.assert_correct(rmsnorm, rmsnorm_reference, make_rmsnorm_inputs,
+                       [{"rows": 9, "dim": 257, "dtype": torch.float16, "scale": 3e-4, "zero_rows": 3}], seeds=(11,))
+### END HIDDEN TESTS
+''', "test_rmsnorm_correct", kind="test", points=3)
+
+md(r'''
+**Exercise 1b (1 point, needs a GPU).** Your `rmsnorm` on 16384 rows of 4096 in fp16, timed
+interleaved with a device-to-device copy of the same number of bytes (x read, y written): its GB/s
+must reach the threshold printed, as a fraction of the copy's.
+''')
+
+code(r'''
+BANDWIDTH_ROWS, BANDWIDTH_DIM = 16384, 4096     # the bandwidth checks' problem (GPU only)
+
+
+def bandwidth_inputs(make_inputs, case, seeds=(0, 1)):
+    """Input sets for a bandwidth check: make_inputs(case, generator) for each seed."""
+    return [make_inputs(case, torch.Generator().manual_seed(seed)) for seed in seeds]
+''', "bandwidth_helpers", kind="locked")
+
+code(r'''
+# Exercise 1b: rmsnorm runs near copy bandwidth (GPU only).
+grading.require_gpu("the speed of rmsnorm")
+case = {"rows": BANDWIDTH_ROWS, "dim": BANDWIDTH_DIM, "dtype": torch.float16}
+grading.assert_bandwidth_fraction(rmsnorm, bandwidth_inputs(make_rmsnorm_inputs, case), rmsnorm_reference,
+                                  torch.float16, bytes=2 * BANDWIDTH_ROWS * BANDWIDTH_DIM * 2,
+                                  limit=grading.threshold("06_capstone", "rmsnorm_bandwidth"))
+''', "test_rmsnorm_bandwidth", kind="test", points=1)
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 3. Exercise 2: rotary position embedding, in place
+
+Attention compares every query with every key through a dot product, which on its own knows nothing
+about where the tokens are. RoPE (Su et al., 2021) encodes the position $p$ by **rotating** q and k:
+the head's `head_dim` values are taken as `head_dim / 2` pairs, and pair $i$ is turned by the angle
+$p\,\theta_i$ with $\theta_i = 10000^{-2i/\mathrm{head\_dim}}$. A rotation by $p\theta$ of q and by
+$p'\theta$ of k changes their dot product by a rotation of $(p - p')\theta$: the score depends on the
+distance between the tokens, not where they sit.
+
+Llama (as written in Hugging Face transformers, and here) pairs element $i$ with element
+$i + \mathrm{head\_dim}/2$, the "rotate half" layout. With $x_1$ the first half of a head and $x_2$
+the second, and $c = \cos p\theta_i$, $s = \sin p\theta_i$ from the tables `rope_tables` makes:
+
+$$x_1' = x_1 c - x_2 s, \qquad x_2' = x_2 c + x_1 s .$$
+
+(Other models pair neighbours, $2i$ with $2i + 1$; the two are the same rotation of differently
+ordered weights, and mixing them up gives wrong results that look plausible.)
+
+Write `rope_kernel` and `rope_(x, cos, sin)`, which rotates `x` **in place** and returns `x`:
+
+- `x` is (batch, seq, heads, head_dim), fp16 or fp32, with **any strides** except a contiguous last
+  dimension: in the model it is a view into `qkv`. `cos` and `sin` are float32 (at least seq,
+  head_dim / 2), rows contiguous, row `p` for position `p`.
+- Write the rotated values back into `x` itself: no new tensor, no copy. The grader checks that the
+  result is `x`, that `x` holds the rotated values, and that the rest of the tensor `x` is a view of
+  is untouched.
+- One program per token (`(seq, batch)` programs), all its heads in one 2-D block
+  (`BLOCK_H = triton.next_power_of_2(heads)` rows, `head_dim / 2` columns): load the two halves,
+  rotate in float32, store both.
+''')
+
+code(solution_cell("rope_kernel", "rope_"), "rope_solution", kind="solution")
+
+code(r'''
+def make_rope_inputs(case, generator):
+    """(x, cos, sin) for case = {"batch", "seq", "heads", "head_dim", "dtype"}: x standard normal; with
+    case["view"] true, x is the middle `heads` heads of a tensor of heads + 3 (as q or k is a view of
+    the model's qkv); the tables for max(seq, 2) + 3 positions, as the model's are longer than seq."""
+    B, S, H, D, dtype = case["batch"], case["seq"], case["heads"], case["head_dim"], case["dtype"]
+    if case.get("view"):
+        x = check.random_tensor((B, S, H + 3, D), dtype, generator)[:, :, 1:H + 1]
+    else:
+        x = check.random_tensor((B, S, H, D), dtype, generator)
+    cos, sin = rope_tables(S + 3, D, device_=DEVICE)
+    return x, cos, sin
+
+
+def rope_reference(x, cos, sin):
+    return rope_torch(x, cos[:x.shape[1]], sin[:x.shape[1]])
+
+
+def rope_on_a_copy(x, cos, sin):
+    """rope_ on a copy of x: the checker wants its inputs back unchanged."""
+    return rope_(x.clone(), cos, sin)
+
+
+def check_in_place(case, seed=0):
+    """rope_ rotates x where it lies: returns x itself, writes the rotated values into it, and leaves
+    the rest of the tensor x is a view of (case["view"]) as it was."""
+    x, cos, sin = make_rope_inputs(case, torch.Generator().manual_seed(seed))
+    parent = x._base                                   # the tensor x is a view of, or None
+    before = None if parent is None else parent.clone()
+    expected = rope_reference(x.double().cpu(), cos.double().cpu(), sin.double().cpu())
+    out = grading.guarded_call(rope_, (x, cos, sin))
+    passed, _, message = check.compare_output(x, expected, case["dtype"])
+    assert passed, f"case {case}: x after rope_(x, cos, sin) is not rotated in place: {message}"
+    assert out is x or (isinstance(out, torch.Tensor) and out.data_ptr() == x.data_ptr()
+                        and out.stride() == x.stride()), (
+        f"case {case}: rope_ rotated x but returned something else: return x")
+    if parent is not None:
+        heads = case["heads"]
+        for outside in (slice(0, 1), slice(heads + 1, None)):
+            assert torch.equal(parent[:, :, outside], before[:, :, outside]), (
+                f"case {case}: rope_ wrote outside x, into heads of the tensor x is a view of")
+
+
+for result in check.check(rope_on_a_copy, rope_reference, make_rope_inputs, seeds=[0], cases=[
+        {"batch": 1, "seq": 5, "heads": 3, "head_dim": 16, "dtype": torch.float32, "view": True}]):
+    print(result.describe())
+''', "rope_helpers", kind="locked")
+
+code(r'''
+# Exercise 2a: rope_ is correct (odd head counts and lengths, strided views, fp16 and fp32) and in place.
+cases = [
+    {"batch": 1, "seq": 1, "heads": 1, "head_dim": 16, "dtype": torch.float32},
+    {"batch": 2, "seq": 7, "heads": 3, "head_dim": 16, "dtype": torch.float32, "view": True},
+    {"batch": 1, "seq": 9, "heads": 5, "head_dim": 32, "dtype": torch.float16, "view": True},
+    {"batch": 2, "seq": 4, "heads": 2, "head_dim": 64, "dtype": torch.float16},
+]
+grading.assert_correct(rope_on_a_copy, rope_reference, make_rope_inputs, cases, seeds=(0, 1))
+for case in cases[1:3]:
+    check_in_place(case)
+print("rope_ rotates x in place and touches nothing else")
+### BEGIN HIDDEN TESTS
+hidden = {"batch": 3, "seq": 6, "heads": 7, "head_dim": 32, "dtype": torch.float16, "view": True}
+grading.assert_correct(rope_on_a_copy, rope_reference, make_rope_inputs, [hidden], seeds=(11,))
+check_in_place(hidden, seed=11)
+### END HIDDEN TESTS
+''', "test_rope_correct", kind="test", points=3)
+
+code(r'''
+# Exercise 2b: rope_ runs near copy bandwidth (GPU only): q of a prefill, 8192 tokens x 32 heads x 128, fp16.
+# rope_ works in place, so it is timed on one x, rotated again at every call (rotations keep the values'
+# size), and its result is checked by check_in_place on a fresh x of the same shape.
+grading.require_gpu("the speed of rope_")
+limit = grading.threshold("06_capstone", "rope_bandwidth")
+case = {"batch": 1, "seq": 8192, "heads": 32, "head_dim": 128, "dtype": torch.float16, "view": True}
+check_in_place(case)
+x, cos, sin = make_rope_inputs(case, torch.Generator().manual_seed(1))
+grading.assert_no_work_left_behind(rope_, (x, cos, sin))
+nbytes = 2 * x.numel() * x.element_size()          # x read once and written once
+yours, copy = bench.compare({"yours": lambda: rope_(x, cos, sin), "copy": grading.copy_baseline(nbytes)},
+                            bytes=nbytes)
+for m in (yours, copy):
+    assert not m.problem, f"measurement of '{m.name}' rejected: {m.problem}"
+bench.print_table([yours, copy], baseline="yours")
+grading.assert_ratio(yours.gbs / copy.gbs, limit)
+''', "test_rope_bandwidth", kind="test", points=1)
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 4. Exercise 3: SwiGLU fused with its gate
+
+The MLP's first projection produces, for each token, `2 * hidden` values: the gate and the up
+projection side by side (one matmul instead of two). SwiGLU multiplies them,
+$\mathrm{silu}(g) \cdot u$ with $\mathrm{silu}(g) = g / (1 + e^{-g})$. Lesson 00's kernel did this on
+two separate tensors; here both halves come from one row of one tensor, and the kernel reads the
+row's two halves and writes one row of half the width.
+
+Write `swiglu_kernel` and `swiglu(h)`: `h` is (rows, 2 * hidden), fp16 or fp32, last dimension
+contiguous; return a new (rows, hidden) tensor in h's dtype. Compute in float32. Programs
+`(rows, cdiv(hidden, BLOCK))`, each one block of one row.
+''')
+
+code(solution_cell("swiglu_kernel", "swiglu"), "swiglu_solution", kind="solution")
+
+code(r'''
+def make_swiglu_inputs(case, generator):
+    """(h,) for case = {"rows", "hidden", "dtype"}: h standard normal times 3 (silu's curved part)."""
+    return (check.random_tensor((case["rows"], 2 * case["hidden"]), case["dtype"], generator, 3.0),)
+
+
+def swiglu_reference(h):
+    return swiglu_torch(h)
+
+
+for result in check.check(swiglu, swiglu_reference, make_swiglu_inputs, seeds=[0], cases=[
+        {"rows": 3, "hidden": 37, "dtype": torch.float16}]):
+    print(result.describe())
+''', "swiglu_helpers", kind="locked")
+
+code(r'''
+# Exercise 3a: swiglu is correct on odd widths, fp16 and fp32.
+cases = [
+    {"rows": 1, "hidden": 1, "dtype": torch.float32},
+    {"rows": 5, "hidden": 37, "dtype": torch.float32},
+    {"rows": 3, "hidden": 1500, "dtype": torch.float16},
+    {"rows": 7, "hidden": 72, "dtype": torch.float16},
+]
+grading.assert_correct(swiglu, swiglu_reference, make_swiglu_inputs, cases, seeds=(0, 1))
+### BEGIN HIDDEN TESTS
+grading.assert_correct(swiglu, swiglu_reference, make_swiglu_inputs,
+                       [{"rows": 4, "hidden": 1025, "dtype": torch.float32}], seeds=(11,))
+### END HIDDEN TESTS
+''', "test_swiglu_correct", kind="test", points=2)
+
+code(r'''
+# Exercise 3b: swiglu runs near copy bandwidth (GPU only): 16384 rows of hidden 4096 (h is 16384 x 8192), fp16.
+grading.require_gpu("the speed of swiglu")
+case = {"rows": BANDWIDTH_ROWS, "hidden": BANDWIDTH_DIM, "dtype": torch.float16}
+grading.assert_bandwidth_fraction(swiglu, bandwidth_inputs(make_swiglu_inputs, case), swiglu_reference,
+                                  torch.float16, bytes=3 * BANDWIDTH_ROWS * BANDWIDTH_DIM * 2,
+                                  limit=grading.threshold("06_capstone", "swiglu_bandwidth"))
+''', "test_swiglu_bandwidth", kind="test", points=1)
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 5. Bring your kernels
+
+The model's other work is matrix products (the projections: most of its FLOPs; counted at `GPU_CONFIG` for
+2048 tokens, 2 x 2048 x 0.43 billion weights = 1.7 TFLOP of matmuls a prefill against 0.14 TFLOP of
+causal attention) and attention.
+You wrote both: the pipelined, autotuned `matmul` of lesson 03 and `flash_attention` of lesson 04.
+**Paste your own code here**: from lesson 03 your `matmul_kernel`; from lesson 04 your
+`attention_blocks`, `flash_attention_kernel`, `launch_attention` and `flash_attention` (the whole
+solution cell of its Exercise 3). The `matmul` wrapper below is shorter than lesson 03's: it tunes
+over lesson 03's search space (`PIPELINED_SPACE`) without the pruning exercise. If you did not finish
+those lessons, finish them first: the course's reference kernels cannot stand in (inside a graded
+call they raise `LibraryShortcut`).
+
+What the model asks of them, and Exercise 4a checks:
+
+- `matmul(a, b)`: a is (tokens, in) and b (in, out), both row-major, fp16 or fp32, with widths that
+  are not multiples of any block at the CPU size (`hidden` 72, `vocab` 101).
+- `flash_attention(q, k, v, causal=True)` on the grouped-query views: q is (n_kv_heads, group, seq,
+  head_dim) with the strides of a view into `qkv`, and k, v have stride **0** along the group.
+''')
+
+code(lesson03_matmul_kernel() + r'''
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b with your lesson 03 matmul_kernel: a (M, K), b (K, N), fp16 or fp32; the configuration
+    tuned over lesson 03's search space (cached per shape; the default one in the interpreter)."""
+    ### BEGIN SOLUTION
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+
+    def launch(config):
+        grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
+        matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            c.stride(0), c.stride(1), **config)
+
+    launch(autotune(matmul_kernel, matmul_problem(a, b), PIPELINED_SPACE, launch, level=1).config)
+    return c
+    ### END SOLUTION
+
+
+''' + notebook_cell("04_flash_attention", "flash_attention_solution"), "bring_your_kernels", kind="solution")
+
+code(r'''
+def make_matmul_inputs(case, generator):
+    """(a, b) for case = {"M", "K", "N", "dtype"}: a (M, K) activations, b (K, N) weights."""
+    return (check.random_tensor((case["M"], case["K"]), case["dtype"], generator),
+            check.random_tensor((case["K"], case["N"]), case["dtype"], generator, case["K"] ** -0.5))
+
+
+def make_gqa_inputs(case, generator):
+    """(q, k, v) as the model hands them to attention for one batch element: views into a qkv tensor
+    (seq, n_heads + 2 n_kv_heads, head_dim), k and v expanded over the group with stride 0."""
+    S, nkv, group, D, dtype = case["seq"], case["n_kv_heads"], case["group"], case["head_dim"], case["dtype"]
+    qkv = check.random_tensor((S, nkv * group + 2 * nkv, D), dtype, generator)
+    q = qkv[:, :nkv * group].view(S, nkv, group, D).permute(1, 2, 0, 3)
+    k = qkv[:, nkv * group:nkv * group + nkv].permute(1, 0, 2)[:, None].expand(nkv, group, S, D)
+    v = qkv[:, nkv * group + nkv:].permute(1, 0, 2)[:, None].expand(nkv, group, S, D)
+    return q, k, v
+
+
+def causal_attention(q, k, v):
+    return flash_attention(q, k, v, True)
+
+
+def matmul_reference(a, b):
+    return a @ b
+
+
+def gqa_reference(q, k, v):
+    return llama.attention_torch(q, k, v, True)
+
+
+SMALL = CPU_CONFIG     # the correctness checks run the small model everywhere (a float64 reference is cheap)
+MATMUL_SHAPES = [  # (in, out) of the small model's projections
+    (SMALL.dim, (SMALL.n_heads + 2 * SMALL.n_kv_heads) * SMALL.head_dim), (SMALL.n_heads * SMALL.head_dim, SMALL.dim),
+    (SMALL.dim, 2 * SMALL.hidden), (SMALL.hidden, SMALL.dim), (SMALL.dim, SMALL.vocab)]
+print("the small model's projections (in, out):", MATMUL_SHAPES)
+''', "swap_helpers", kind="locked")
+
+code(r'''
+# Exercise 4a: your matmul and flash_attention are correct on the model's shapes and grouped-query views.
+cases = [{"M": M, "K": K, "N": N, "dtype": dtype} for (K, N), M, dtype in
+         zip(MATMUL_SHAPES, (12, 9, 18, 12, 7), (torch.float32, torch.float16, torch.float32, torch.float16, torch.float16))]
+grading.assert_correct(matmul, matmul_reference, make_matmul_inputs, cases, seeds=(0,))
+cases = [{"seq": 12, "n_kv_heads": 2, "group": 2, "head_dim": 16, "dtype": torch.float32},
+         {"seq": 9, "n_kv_heads": 1, "group": 4, "head_dim": 32, "dtype": torch.float16}]
+grading.assert_correct(causal_attention, gqa_reference, make_gqa_inputs, cases, seeds=(0, 1))
+### BEGIN HIDDEN TESTS
+grading.assert_correct(causal_attention, gqa_reference, make_gqa_inputs,
+                       [{"seq": 21, "n_kv_heads": 2, "group": 3, "head_dim": 16, "dtype": torch.float16}], seeds=(11,))
+### END HIDDEN TESTS
+''', "test_your_kernels", kind="test", points=2)
+
+md(r'''
+### The swap
+
+An `Ops` with your five functions, and the same model runs on them. Exercise 4b checks the logits
+against the PyTorch model run in float64 on the CPU, on fresh token sequences: relative error
+$\lVert \text{yours} - \text{ref} \rVert / \lVert \text{ref} \rVert$ at most `MODEL_TOLERANCE`
+(1e-2) in either dtype. That is looser than a single kernel's tolerance (3e-3) because the error of
+every layer's operations adds up through the residual stream; a missing causal mask, a rotation of
+the wrong pairs or a norm without its $\epsilon$ is far outside it. During the check only the
+embedding lookup (`index`) and the residual additions (`add`) may use PyTorch arithmetic.
+''')
+
+code(r'''
+MODEL_TOLERANCE = {torch.float32: 1e-2, torch.float16: 1e-2}
+MODEL_ALLOW = ("index", "add")     # the embedding lookup and the residual additions
+
+
+def your_ops() -> Ops:
+    """The model's operations on your kernels."""
+    return Ops(matmul=matmul, attention=flash_attention, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu)
+
+
+_models = {}
+
+
+def small_model(dtype, seed=0):
+    """The small model (CPU_CONFIG) in dtype on the lesson's device, made once per (dtype, seed)."""
+    if (dtype, seed) not in _models:
+        _models[dtype, seed] = Llama(SMALL, dtype, seed=seed)
+    return _models[dtype, seed]
+
+
+def make_model_inputs(case, generator):
+    """(tokens, model) for case = {"batch", "seq", "dtype"}: fresh tokens, the small model in dtype."""
+    return random_tokens(SMALL, case["batch"], case["seq"], generator), small_model(case["dtype"], case.get("weights", 0))
+
+
+def run_on_your_kernels(tokens, model):
+    return model(tokens, your_ops())
+
+
+def model_reference(tokens, model):
+    """The PyTorch model, in float64 on the CPU."""
+    return model.to(torch.float64, "cpu")(tokens.cpu())
+
+
+tokens, model_small = make_model_inputs({"batch": 1, "seq": 12, "dtype": DTYPE}, torch.Generator().manual_seed(0))
+try:
+    mine = run_on_your_kernels(tokens, model_small)
+except NotImplementedError:
+    raise NotImplementedError("the model runs on your kernels: finish Exercises 1a, 2a and 3a and paste your "
+                              "lesson 03 and 04 kernels into section 5 first") from None
+theirs = model_reference(tokens, model_small)
+print(f"small model, {str(DTYPE)[6:]}: relative error of the logits {check.relative_error(mine, theirs):.1e}; "
+      f"same next-token guesses at {(mine.cpu().argmax(-1) == theirs.argmax(-1)).float().mean().item():.0%} of positions")
+''', "model_helpers", kind="locked")
+
+code(r'''
+# Exercise 4b: the model on your kernels gives PyTorch's logits (fresh tokens; fp32 and fp16; batch 1 and 2).
+cases = [{"batch": 1, "seq": 12, "dtype": torch.float32},
+         {"batch": 2, "seq": 7, "dtype": torch.float16}]
+grading.assert_correct(run_on_your_kernels, model_reference, make_model_inputs, cases, seeds=(0,),
+                       tolerances=MODEL_TOLERANCE, allow=MODEL_ALLOW)
+### BEGIN HIDDEN TESTS
+grading.assert_correct(run_on_your_kernels, model_reference, make_model_inputs,
+                       [{"batch": 1, "seq": 17, "dtype": torch.float16, "weights": 1}], seeds=(11,),
+                       tolerances=MODEL_TOLERANCE, allow=MODEL_ALLOW)
+### END HIDDEN TESTS
+''', "test_swapped_model", kind="test", points=4)
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 6. Measured end to end: prefill on PyTorch eager, torch.compile and your kernels
+
+On a GPU the cells below run the lesson's model (`GPU_CONFIG`, fp16) on one prompt of `SEQ` tokens
+three ways, and report **prefill throughput** in tokens per second:
+
+- **PyTorch eager**: the model as written, each operation a separate PyTorch call (cuBLAS for the
+  matmuls, `scaled_dot_product_attention`'s fastest backend for attention, several kernels for each
+  norm, rotation and SwiGLU).
+- **torch.compile**: the same Python, compiled by TorchInductor, which fuses the elementwise work
+  into Triton kernels of its own and keeps cuBLAS for the matmuls.
+- **your kernels**: `your_ops()`.
+
+Then `torch.profiler` splits each version's GPU time by kernel, which shows where the time goes on
+your GPU and which of your kernels costs more than PyTorch's. Without a GPU these cells say *needs GPU*; the
+interpreter's times say nothing about GPU speed.
+''')
+
+code(r'''
+grading.require_gpu("timing the model's prefill")
+model = Llama(CONFIG, torch.float16)
+prompts = [random_tokens(CONFIG, BATCH, SEQ, torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+ours = your_ops()
+model(prompts[0], ours)                        # tune your matmul on the model's shapes first (cached)
+compiled = torch.compile(lambda tokens: model(tokens))
+compiled(prompts[0])                           # compile first
+versions = {"PyTorch eager": lambda: model(prompts[0]),
+            "torch.compile": lambda: compiled(prompts[0]),
+            "your kernels": lambda: model(prompts[0], ours)}
+measurements = bench.compare(versions, graph_below_ms=0)
+bench.print_table(measurements, baseline="PyTorch eager")
+for m in measurements:
+    print(f"{m.name:<15} {BATCH * SEQ / (m.median_ms / 1e3):>12,.0f} tokens/s")
+''')
+
+code(r'''
+grading.require_gpu("profiling the model")
+from torch.profiler import ProfilerActivity, profile
+
+for name, run in versions.items():
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            run()
+        torch.cuda.synchronize()
+    print(f"\n{name}: GPU time by kernel, 3 prefills")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8, max_name_column_width=60))
+''')
+
+md(r'''
+**Exercise 4c (3 points, needs a GPU).** Your kernels must run the prefill at least as fast as PyTorch
+eager (the threshold printed), timed interleaved on two prompts in this process, the timed outputs
+checked against the model run in float32 by PyTorch (tolerance 2e-2: fp16 through eight layers). If
+you fall short, the profile above says which operator costs more than PyTorch's: usually a matmul
+whose configuration does not fit the model's shapes (autotune at level 1 searches lesson 03's
+small list), or attention if your lesson 04 kernel was tuned for other head sizes.
+''')
+
+code(r'''
+# Exercise 4c: the model on your kernels is at least as fast as PyTorch eager (GPU only).
+grading.require_gpu("the model's speed on your kernels")
+
+
+def float32_reference(tokens, model):
+    """The timed outputs' reference: the PyTorch model in float32 on the GPU (float64 on the CPU would take
+    minutes at this size)."""
+    return model.to(torch.float32)(tokens.to(DEVICE)).double().cpu()
+
+
+model = Llama(CONFIG, torch.float16)
+prompts = [random_tokens(CONFIG, BATCH, SEQ, torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+input_sets = [(tokens, model) for tokens in prompts]
+model(prompts[0], your_ops())           # tuned and compiled before timing
+grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_sets, float32_reference,
+                       torch.float16, grading.threshold("06_capstone", "model_vs_eager"),
+                       tolerances={torch.float16: 2e-2}, allow=MODEL_ALLOW)
+''', "test_model_vs_eager", kind="test", points=3)
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## 7. Optional: a real Llama checkpoint
+
+If you have a Llama-architecture checkpoint on disk in the Hugging Face format (a folder with
+`config.json` and the weights, e.g. a small Llama 3.2 or TinyLlama you downloaded yourself), set
+`CHECKPOINT` below to its folder: the cell copies its weights into this lesson's `Llama`, runs a
+prompt through Hugging Face's implementation and through yours on your kernels, and compares the
+logits. Nothing is downloaded. It needs the `transformers` package, which the course does not install:
+`.venv/bin/pip install transformers` (and `accelerate` for large checkpoints). Without either, the
+cell says so and skips. The rotary tables are taken from the checkpoint's own rotary embedding, so
+checkpoints with scaled RoPE (Llama 3) work too; tied embeddings are handled; other variants (biases
+in the projections, sliding windows) are not Llama and are refused.
+''')
+
+code(r'''
+CHECKPOINT = ""      # e.g. "/data/models/TinyLlama-1.1B-Chat-v1.0"
+
+
+def llama_from_hf(hf, dtype):
+    """This lesson's Llama with the weights of a transformers LlamaForCausalLM (kept on its device)."""
+    c = hf.config
+    cfg = LlamaConfig(dim=c.hidden_size, n_layers=c.num_hidden_layers, n_heads=c.num_attention_heads,
+                      n_kv_heads=c.num_key_value_heads, hidden=c.intermediate_size, vocab=c.vocab_size,
+                      max_seq=min(c.max_position_embeddings, 4096), eps=c.rms_norm_eps)
+    if getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False) or cfg.head_dim * cfg.n_heads != c.hidden_size:
+        raise ValueError("this checkpoint is not plain Llama (biases, or another head size): not supported here")
+    ours = Llama(LlamaConfig(dim=16, n_layers=0, n_heads=1, n_kv_heads=1, hidden=1, vocab=1, max_seq=1), dtype)
+    ours.cfg = cfg
+    t = lambda w: w.detach().to(DEVICE, dtype).t().contiguous()
+    ours.embedding = hf.model.embed_tokens.weight.detach().to(DEVICE, dtype)
+    ours.layers = [{"attn_norm": layer.input_layernorm.weight.detach().to(DEVICE, dtype),
+                    "wqkv": torch.cat([t(layer.self_attn.q_proj.weight), t(layer.self_attn.k_proj.weight),
+                                       t(layer.self_attn.v_proj.weight)], 1),
+                    "wo": t(layer.self_attn.o_proj.weight),
+                    "mlp_norm": layer.post_attention_layernorm.weight.detach().to(DEVICE, dtype),
+                    "w13": torch.cat([t(layer.mlp.gate_proj.weight), t(layer.mlp.up_proj.weight)], 1),
+                    "w2": t(layer.mlp.down_proj.weight)} for layer in hf.model.layers]
+    ours.norm = hf.model.norm.weight.detach().to(DEVICE, dtype)
+    ours.output = t(hf.lm_head.weight)
+    positions = torch.arange(cfg.max_seq, device=DEVICE)[None]
+    cos, sin = hf.model.rotary_emb(ours.embedding[:1][None].float(), positions)
+    ours.cos = cos[0, :, :cfg.head_dim // 2].float().contiguous()
+    ours.sin = sin[0, :, :cfg.head_dim // 2].float().contiguous()
+    return ours
+
+
+if not CHECKPOINT:
+    print("skipped: set CHECKPOINT to the folder of a Llama checkpoint in Hugging Face format to run this section")
+else:
+    try:
+        import transformers
+    except ImportError:
+        transformers = None
+        print("skipped: this section needs transformers, which the course does not install: "
+              ".venv/bin/pip install transformers")
+    if transformers is not None:
+        dtype = torch.float16 if device.ON_GPU else torch.float32
+        hf = transformers.AutoModelForCausalLM.from_pretrained(CHECKPOINT, torch_dtype=dtype).to(DEVICE).eval()
+        ours = llama_from_hf(hf, dtype)
+        prompt = random_tokens(ours.cfg, 1, device.size(gpu=256, cpu=8), torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            expected = hf(prompt).logits.float()
+            mine = ours(prompt, your_ops()).float()
+        print(f"{CHECKPOINT}: {ours.parameters() / 1e9:.2f} B parameters; your kernels against transformers: "
+              f"relative error of the logits {check.relative_error(mine, expected):.1e}, same next-token choice at "
+              f"{(mine.argmax(-1) == expected.argmax(-1)).float().mean().item():.0%} of positions")
+''')
+
+# ------------------------------------------------------------------------------------------------
+md(r'''
+## What you built
+
+A language model of the architecture most open models share, running end to end on kernels you
+wrote: the matmul of lessons 02 and 03, the FlashAttention of lesson 04, and three fused memory-bound
+kernels from this lesson, each reading its input once. The profile in section 6 shows, on your GPU,
+how a model's time splits between a handful of operations: a kernel that gets near the roofline on
+the ones that dominate moves the whole model. Your own GPU's figures are in the cells above.
+
+Where to go from here: **decoding** (one token at a time, where the matmuls become matrix-vector
+products and the time is set by reading the weights, a memory-bound problem like this lesson's
+kernels); fusing RMSNorm into the matmul that follows it, and the residual add into the norm;
+**quantised weights** (int8, fp8, int4) dequantised inside the matmul's loads; and a key/value cache
+that FlashAttention reads in pages (PagedAttention).
+''')
+
+# ------------------------------------------------------------------------------------------------
+nb = nbformat.v4.new_notebook()
+nb.cells = cells
+nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+               "language_info": {"name": "python"}}
+for i, cell in enumerate(nb.cells):
+    cell.id = f"cell-{i:02d}"
+nbformat.validate(nb)
+OUT.parent.mkdir(parents=True, exist_ok=True)
+nbformat.write(nb, OUT)
+print(f"wrote {OUT}: {len(cells)} cells, "
+      f"{sum(c.metadata.get('nbgrader', {}).get('points', 0) for c in cells)} points")

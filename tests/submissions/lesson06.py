@@ -1,0 +1,48 @@
+"""Submissions of lesson 06 (06_capstone) and the points each must lose."""
+from tests.submissions import Submission
+
+RMSNORM = "rmsnorm_solution"
+ROPE = "rope_solution"
+SWIGLU = "swiglu_solution"
+KERNELS = "bring_your_kernels"
+T_RMSNORM = "test_rmsnorm_correct"
+T_ROPE = "test_rope_correct"
+T_SWIGLU = "test_swiglu_correct"
+T_KERNELS = "test_your_kernels"
+T_MODEL = "test_swapped_model"
+
+SUBMISSIONS = [
+    # RMSNorm without its epsilon: identical wherever mean(x^2) >> 1e-5, so the model's logits (rows
+    # of size about 1) still pass; rows of zeros give 0/0 = NaN and rows of 1e-4 are scaled up too
+    # much, which Exercise 1a checks.
+    Submission("rmsnorm_without_eps",
+               {RMSNORM: ("tl.rsqrt(mean_sq + eps)", "tl.rsqrt(mean_sq)")},
+               loses=(T_RMSNORM,), reason="NaN"),
+    # The two halves of each head swapped on loading: the rotation pairs the right elements but
+    # turns the wrong half by the wrong sign. Exercise 2a and, through q and k, the model's logits fail.
+    Submission("rope_wrong_half",
+               {ROPE: ("    x1 = tl.load(base, mask=mask, other=0.0).to(tl.float32)\n"
+                       "    x2 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)\n",
+                       "    x1 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)\n"
+                       "    x2 = tl.load(base, mask=mask, other=0.0).to(tl.float32)\n")},
+               loses=(T_ROPE, T_MODEL), reason="tolerance"),
+    # rope_ rotates a copy and returns it: right values (the checker, which works on a copy, passes),
+    # but x itself is not rotated, which the in-place check catches (x's error is above the
+    # tolerance), and the model's q and k stay unrotated.
+    Submission("rope_not_in_place",
+               {ROPE: ("    rope_kernel[(seq, batch)](x, cos",
+                       "    x = x.clone()\n    rope_kernel[(seq, batch)](x, cos")},
+               loses=(T_ROPE, T_MODEL), reason="error above the tolerance"),
+    # Attention without the causal mask: every position sees the future. The grouped-query check of
+    # Exercise 4a (causal) and the model's logits fail.
+    Submission("attention_without_causal_mask",
+               {KERNELS: ("HEAD_DIM=head_dim, CAUSAL=causal, **config)",
+                          "HEAD_DIM=head_dim, CAUSAL=False, **config)")},
+               loses=(T_KERNELS, T_MODEL), reason="tolerance"),
+    # PyTorch does SwiGLU: Exercise 3a and the model (which calls swiglu in every layer) fail under
+    # the guard; the speed cells, which need a GPU, would fail on one too.
+    Submission("library_shortcut",
+               {SWIGLU: ("    y = torch.empty((rows, hidden), device=h.device, dtype=h.dtype)\n",
+                         "    return torch.nn.functional.silu(h[:, :hidden]) * h[:, hidden:]\n")},
+               loses=(T_SWIGLU, T_MODEL), reason="LibraryShortcut"),
+]
