@@ -1,0 +1,128 @@
+"""Lesson 06's measurements on a GPU, float16:
+
+* the three fused kernels (RMSNorm, in-place rotary, SwiGLU) on the graded cells' problems, in
+  GB/s against a device-to-device copy of the same bytes, PyTorch eager and torch.compile;
+* the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile and the
+  course's reference kernels: tokens/s, the logits' error against the model in float32, and
+  each version's GPU time split by operation (torch.profiler).
+
+Prints tables; writes JSON with --out.
+
+    python benchmarks/capstone.py --out capstone.json
+"""
+from __future__ import annotations
+
+import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
+
+import argparse
+import datetime
+import json
+
+import torch
+import triton
+from torch.profiler import ProfilerActivity, profile
+
+from tilegym_edu import bench, device
+from tilegym_edu.reference import llama
+
+ROWS, DIM = 16384, 4096              # rmsnorm's and swiglu's graded problem
+ROPE_SHAPE = (1, 8192, 32, 128)      # rope_'s: q of a prefill, a view into a wider tensor
+PROMPTS = [(1, 2048), (4, 2048)]     # (batch, seq) prefills; the first is the graded one
+
+
+def fused_kernels() -> dict:
+    """GB/s of each fused kernel, PyTorch eager and torch.compile, and a copy of as many bytes."""
+    torch.manual_seed(0)
+    x = torch.randn(ROWS, DIM, device="cuda", dtype=torch.float16)
+    w = (1 + 0.1 * torch.randn(DIM, device="cuda")).half()
+    B, S, H, D = ROPE_SHAPE
+    q = torch.randn(B, S, H + 3, D, device="cuda", dtype=torch.float16)[:, :, 1:H + 1]
+    cos, sin = llama.rope_tables(S, D, device_="cuda")
+    h = 3 * torch.randn(ROWS, 2 * DIM, device="cuda", dtype=torch.float16)
+    compiled = {name: torch.compile(fn) for name, fn in
+                (("rmsnorm", llama.rmsnorm_torch), ("rope_", llama.rope_torch_),
+                 ("swiglu", llama.swiglu_torch))}
+    problems = {
+        "rmsnorm": (2 * x.nbytes, lambda: llama.rmsnorm(x, w, 1e-5),
+                    lambda: llama.rmsnorm_torch(x, w, 1e-5), lambda: compiled["rmsnorm"](x, w, 1e-5)),
+        "rope_": (2 * q.numel() * q.element_size(), lambda: llama.rope_(q, cos, sin),
+                  lambda: llama.rope_torch_(q, cos, sin), lambda: compiled["rope_"](q, cos, sin)),
+        "swiglu": (h.nbytes + h.nbytes // 2, lambda: llama.swiglu(h),
+                   lambda: llama.swiglu_torch(h), lambda: compiled["swiglu"](h)),
+    }
+    record = {}
+    for name, (nbytes, kernel, eager, compiled_fn) in problems.items():
+        results = bench.compare({"kernel": kernel, "PyTorch eager": eager,
+                                 "torch.compile": compiled_fn, "copy": bench.device_copy(nbytes)},
+                                bytes=nbytes, rep_ms=1000)
+        print(f"== {name}: {nbytes / 1e6:.0f} MB moved")
+        bench.print_table(results, baseline="copy")
+        copy = next(m for m in results if m.name == "copy")
+        record[name] = {"bytes": nbytes, "results": {
+            m.name: {"median_ms": m.median_ms, "gbs": m.gbs, "of_copy": m.gbs / copy.gbs,
+                     "runs": m.runs, "cuda_graph": m.cuda_graph} for m in results}}
+    return record
+
+
+def kernel_table(run, repeats: int = 3, rows: int = 8) -> str:
+    """torch.profiler's table of the GPU kernels run() launches, most time first."""
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            run()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="device_time_total", row_limit=rows,
+                                     max_name_column_width=60)
+
+
+def prefill(batch: int, seq: int) -> dict:
+    """The model's prefill of batch x seq tokens on eager, torch.compile and the reference
+    kernels: time, tokens/s, error against float32, GPU time by operation."""
+    cfg = llama.GPU_CONFIG
+    model = llama.Llama(cfg, torch.float16, "cuda")
+    tokens = llama.random_tokens(cfg, batch, seq, torch.Generator().manual_seed(0))
+    kernels = llama.reference_ops(small_blocks=False)
+    model(tokens, kernels)                                # tune the matmuls and attention first
+    compiled = torch.compile(lambda t: model(t))
+    compiled(tokens)
+    versions = {"PyTorch eager": lambda: model(tokens), "torch.compile": lambda: compiled(tokens),
+                "reference kernels": lambda: model(tokens, kernels)}
+    expected = model.to(torch.float32)(tokens).float()
+    errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
+              for name, run in versions.items()}
+    del expected
+    flops = 2 * batch * seq * (model.parameters() - cfg.vocab * cfg.dim)   # embedding: a lookup
+    results = bench.compare(versions, flops=flops, graph_below_ms=0, rep_ms=3000)
+    print(f"== prefill, batch {batch} x {seq} tokens, {model.parameters() / 1e6:.0f} M parameters")
+    bench.print_table(results, baseline="PyTorch eager")
+    by_op = {"PyTorch eager": llama.gpu_ms_by_op(lambda: model(tokens, llama.profiled(llama.TORCH_OPS))),
+             "reference kernels": llama.gpu_ms_by_op(lambda: model(tokens, llama.profiled(kernels)))}
+    for name, split in by_op.items():
+        print(f"{name}: GPU ms by operation " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()))
+    tables = {name: kernel_table(run) for name, run in versions.items()}
+    for name, table in tables.items():
+        print(f"-- {name}: kernels, 3 prefills\n{table}")
+    return {"batch": batch, "seq": seq, "parameters": model.parameters(), "flops": flops,
+            "rel_error_vs_float32": errors, "gpu_ms_by_op": by_op, "kernel_tables": tables,
+            "results": {m.name: {"median_ms": m.median_ms, "tokens_per_s": batch * seq / m.median_ms * 1e3,
+                                 "tflops": m.tflops, "runs": m.runs, "cuda_graph": m.cuda_graph,
+                                 "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
+              "torch": torch.__version__, "triton": triton.__version__,
+              "fused_kernels": fused_kernels(),
+              "prefill": [prefill(batch, seq) for batch, seq in PROMPTS]}
+    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
