@@ -188,3 +188,16 @@ def test_attention_torch_takes_grouped_query_views():
     from tilegym_edu.reference.attention import naive_attention
     assert check.relative_error(llama.attention_torch(q, k, v, True),
                                 naive_attention(q, k.contiguous(), v.contiguous(), True)) < 1e-12
+
+
+def test_profiled_ops_give_the_same_logits_inside_named_ranges():
+    from torch.profiler import ProfilerActivity, profile
+    model, t = Llama(CPU_CONFIG, torch.float32), tokens(1, 5)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        logits = model(t, llama.profiled(TORCH_OPS))
+    assert torch.equal(logits, model(t))
+    counts = {name: sum(e.name == f"ops.{name}" for e in prof.events())
+              for name in ("matmul", "attention", "rmsnorm", "rope_", "swiglu")}
+    layers = CPU_CONFIG.n_layers
+    assert counts == {"matmul": 4 * layers + 1, "attention": layers, "rmsnorm": 2 * layers + 1,
+                      "rope_": 2 * layers, "swiglu": layers}
