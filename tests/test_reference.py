@@ -143,26 +143,33 @@ def test_reference_kernels_raise_inside_graded_calls():
             grading.guarded_call(fn, args)
 
 
-@pytest.mark.parametrize("lesson, grade_id, kernel, wrapper", [
-    ("01_naive_matmul", "naive_matmul_solution", matmul.naive_matmul_kernel, matmul.naive_matmul),
-    ("02_tiled_matmul", "tiled_matmul_solution", matmul.tiled_matmul_kernel, matmul.tiled_matmul)])
-def test_reference_is_the_lesson_solution_word_for_word(lesson, grade_id, kernel, wrapper):
-    """One source of truth: the solution cell is the reference kernel and wrapper, the wrapper
-    without the decorator that forbids it in graded calls, solution markers aside."""
+def raw_solution_cell(lesson: str, grade_id: str) -> str:
+    """A solution cell's source with its solution markers."""
     notebook = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
     [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    in_notebook = "\n".join(line for line in cell.source.splitlines() if "### " not in line)
-    decorated = inspect.getsource(wrapper.__wrapped__)
-    assert decorated.startswith("@forbidden_in_graded_calls\n")
-    reference = inspect.getsource(kernel.fn) + "\n\n" + decorated.removeprefix("@forbidden_in_graded_calls\n")
-    assert in_notebook.strip() == reference.strip(), \
-        f"{grade_id} of {lesson} differs from tilegym_edu/reference/matmul.py"
+    return cell.source
 
 
 def solution_cell(lesson: str, grade_id: str) -> str:
-    notebook = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
-    [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    return "\n".join(line for line in cell.source.splitlines() if "### " not in line)
+    """A solution cell's source without its solution markers."""
+    return "\n".join(line for line in raw_solution_cell(lesson, grade_id).splitlines()
+                     if "### " not in line)
+
+
+@pytest.mark.parametrize("lesson, grade_id, kernel, wrapper", [
+    ("01_naive_matmul", "naive_matmul_solution", matmul.naive_matmul_kernel, matmul.naive_matmul),
+    ("02_tiled_matmul", "tiled_matmul_solution", matmul.tiled_matmul_kernel, matmul.tiled_matmul),
+    ("06_capstone", "rmsnorm_solution", llama.rmsnorm_kernel, llama.rmsnorm),
+    ("06_capstone", "rope_solution", llama.rope_kernel, llama.rope_),
+    ("06_capstone", "swiglu_solution", llama.swiglu_kernel, llama.swiglu)])
+def test_reference_is_the_lesson_solution_word_for_word(lesson, grade_id, kernel, wrapper):
+    """One source of truth: the solution cell is the reference kernel and wrapper, the wrapper
+    without the decorator that forbids it in graded calls, solution markers aside."""
+    decorated = inspect.getsource(wrapper.__wrapped__)
+    assert decorated.startswith("@forbidden_in_graded_calls\n")
+    reference = inspect.getsource(kernel.fn) + "\n\n" + decorated.removeprefix("@forbidden_in_graded_calls\n")
+    assert solution_cell(lesson, grade_id).strip() == reference.strip(), \
+        f"{grade_id} of {lesson} differs from {inspect.getsourcefile(kernel.fn)}"
 
 
 @pytest.mark.parametrize("lesson, grade_id, kernel, name", [
@@ -172,9 +179,6 @@ def solution_cell(lesson: str, grade_id: str) -> str:
     ("04_flash_attention", "flash_attention_solution", attention.attention_blocks, None),
     ("04_flash_attention", "flash_attention_solution", attention.flash_attention_kernel, None),
     ("05_convolution", "conv2d_solution", convolution.conv2d_kernel, None),
-    ("06_capstone", "rmsnorm_solution", llama.rmsnorm_kernel, None),
-    ("06_capstone", "rope_solution", llama.rope_kernel, None),
-    ("06_capstone", "swiglu_solution", llama.swiglu_kernel, None),
     ("06_capstone", "bring_your_kernels", pipelined.pipelined_matmul_kernel, "matmul_kernel"),
     ("06_capstone", "bring_your_kernels", attention.attention_blocks, None),
     ("06_capstone", "bring_your_kernels", attention.flash_attention_kernel, None)])
@@ -208,21 +212,6 @@ def test_solutions_that_live_only_in_notebooks_pass_on_20_seeds(lesson, function
     results = check(names[function], names[reference], names[make_inputs], cases, seeds=range(20))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
-
-
-@pytest.mark.parametrize("grade_id, kernel, wrapper", [
-    ("rmsnorm_solution", llama.rmsnorm_kernel, llama.rmsnorm),
-    ("rope_solution", llama.rope_kernel, llama.rope_),
-    ("swiglu_solution", llama.swiglu_kernel, llama.swiglu)])
-def test_lesson06_reference_is_the_solution_word_for_word(grade_id, kernel, wrapper):
-    test_reference_is_the_lesson_solution_word_for_word("06_capstone", grade_id, kernel, wrapper)
-
-
-def raw_solution_cell(lesson, grade_id):
-    """A solution cell's source with its solution markers."""
-    notebook = nbformat.read(REPO / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
-    [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    return cell.source
 
 
 def test_lesson06_brings_the_kernels_of_lessons_03_and_04_word_for_word():
