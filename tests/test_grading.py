@@ -274,19 +274,26 @@ def test_copy_baseline_needs_a_gpu():
         grading.copy_baseline(1024)
 
 
-def test_rotating_runner_cycles_and_keeps_each_output():
-    sets = [(torch.tensor([1.0]),), (torch.tensor([2.0]),), (torch.tensor([3.0]),)]
-    seen = []
+def test_shuffling_keeps_the_values_and_moves_them():
+    """What the timed replays compute on: the same values (token ids stay token ids), in an
+    order nobody could know when the candidate ran."""
+    x = torch.arange(1000, dtype=torch.int64)
+    view = torch.randn(6, 50)[:, 10:30]          # a strided view is shuffled where it lies
+    before = view.clone()
+    grading._shuffle_(x, torch.Generator().manual_seed(0))
+    grading._shuffle_(view, torch.Generator().manual_seed(0))
+    assert torch.equal(x.sort().values, torch.arange(1000)) and not torch.equal(x, torch.arange(1000))
+    assert torch.equal(view.flatten().sort().values, before.flatten().sort().values)
+    assert not torch.equal(view, before)
 
-    def fn(x):
-        seen.append(x.item())
-        return 2 * x
-    runner = grading._RotatingRunner(fn, sets)
-    assert runner.outputs == [None, None, None]
-    for _ in range(4):
-        runner()
-    assert seen == [1.0, 2.0, 3.0, 1.0] and runner.calls == 4
-    assert [out.item() for out in runner.outputs] == [2.0, 4.0, 6.0]
+
+def test_graded_seeds_are_the_given_ones_outside_grading_and_unknowable_inside(monkeypatch):
+    monkeypatch.delenv(grading.GRADING_ENV, raising=False)
+    assert grading.graded_seeds([0, 1, 2]) == (0, 1, 2)
+    monkeypatch.setenv(grading.GRADING_ENV, "1")
+    first, second = grading.graded_seeds([0, 1, 2]), grading.graded_seeds([0, 1, 2])
+    assert first != second and len(set(first)) == 3
+    assert [s - first[0] for s in first] == [0, 1, 2]
 
 
 def test_tensor_descriptors_run_in_this_interpreter():

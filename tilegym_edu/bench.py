@@ -21,7 +21,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 import torch
 
@@ -163,11 +163,14 @@ def _estimate_ms(fn: Callable[[], object], warmup_ms: float) -> float:
 
 
 def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms: float,
-              flush_l2: bool, max_runs: int,
-              graph_below_ms: float) -> tuple[dict[str, list[float]], dict[str, bool]]:
+              flush_l2: bool, max_runs: int, graph_below_ms: float,
+              already_graphed: frozenset[str]) -> tuple[dict[str, list[float]], dict[str, bool]]:
     estimates = {name: _estimate_ms(fn, warmup_ms) for name, fn in fns.items()}
     runners, graphed = {}, {}
     for name, fn in fns.items():
+        if name in already_graphed:
+            runners[name], graphed[name] = fn, True
+            continue
         replay = _graphed(fn) if estimates[name] < graph_below_ms else None
         runners[name], graphed[name] = (replay, True) if replay else (fn, False)
     runs = max(5, min(max_runs, int(rep_ms / max(sum(estimates.values()), 1e-3))))
@@ -216,7 +219,8 @@ def compare(fns: Mapping[str, Callable[[], object]], *,
             flops: float | Mapping[str, float] | None = None,
             bytes: float | Mapping[str, float] | None = None, warmup_ms: float = 25,
             rep_ms: float = 200, flush_l2: bool = True, max_runs: int = 1000,
-            graph_below_ms: float = GRAPH_THRESHOLD_MS) -> list[Measurement]:
+            graph_below_ms: float = GRAPH_THRESHOLD_MS,
+            graphed: Collection[str] = ()) -> list[Measurement]:
     """Time several functions of no arguments interleaved, one Measurement each.
 
     ``flops`` and ``bytes`` describe one call: one number for all functions, or a mapping from
@@ -224,7 +228,8 @@ def compare(fns: Mapping[str, Callable[[], object]], *,
     ``flush_l2=False`` only to show what a warm cache does. A function whose warm-up call
     takes under ``graph_below_ms`` (host time, synchronization included) is timed as a replayed
     CUDA graph: raise it for short kernels behind wrappers with a lot of Python in them, so
-    the GPU's work is timed and not the host's. In interpreter mode the functions
+    the GPU's work is timed and not the host's. ``graphed`` names functions that already
+    replay CUDA graphs (timed as they are, recorded as graphs). In interpreter mode the functions
     run a few times each and the results are labelled as interpreter time.
     """
     if not fns:
@@ -238,14 +243,15 @@ def compare(fns: Mapping[str, Callable[[], object]], *,
         return [Measurement(name, tuple(t), per_function(flops, name), per_function(bytes, name),
                             interpreter=True, device="CPU (Triton interpreter)")
                 for name, t in times.items()]
-    times, graphed = _time_gpu(fns, warmup_ms, rep_ms, flush_l2, max_runs, graph_below_ms)
+    times, was_graphed = _time_gpu(fns, warmup_ms, rep_ms, flush_l2, max_runs, graph_below_ms,
+                                   frozenset(graphed))
     facts = device.info()
     clock = device.sm_clock_mhz()
     results = []
     for name, t in times.items():
         m = Measurement(name, tuple(t), per_function(flops, name), per_function(bytes, name),
                         device=facts.name, sm_clock_mhz=clock,
-                        cuda_graph=graphed[name], l2_flushed=flush_l2)
+                        cuda_graph=was_graphed[name], l2_flushed=flush_l2)
         results.append(replace(m, problem=roofline_problem(m, facts.name, facts.memory_bytes)))
     return results
 

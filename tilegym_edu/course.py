@@ -15,22 +15,21 @@ import json
 import os
 import shutil
 import sys
-import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import Execute, GetGrades
-from traitlets import Bool, Integer
 from traitlets.config import Config
 
+from tilegym_edu import executor, submission
 from tilegym_edu.check import hints
 from tilegym_edu.feedback import HideHiddenTests
-from tilegym_edu.progress import ProgressBar
 
 #: the student id self-grading uses
 STUDENT = "learner"
@@ -44,35 +43,6 @@ NEEDS_GPU_ERROR = "NeedsGPU"
 
 class CourseError(Exception):
     """A problem with the course files the user asked for (missing lesson, broken notebook)."""
-
-
-class DeadlineExecute(Execute):
-    """nbgrader's Execute with a limit on the whole notebook as well as on each cell: a cell
-    gets at most what is left of ``notebook_timeout``, then is interrupted like any cell that
-    runs past its limit (it fails, and later cells still run, each with at least one second)."""
-
-    notebook_timeout = Integer(NOTEBOOK_TIMEOUT_S, help="seconds for the whole notebook").tag(config=True)
-    show_progress = Bool(True, help="draw a progress bar on stderr while cells run").tag(config=True)
-
-    def preprocess(self, nb, resources=None, km=None):
-        self._deadline = time.monotonic() + self.notebook_timeout
-        name = (resources or {}).get("unique_key") or "notebook"
-        self._progress = ProgressBar(f"grading {name}", enabled=self.show_progress,
-                                     stream=sys.stderr)
-        self._cells = len(nb.cells)
-        try:
-            return super().preprocess(nb, resources, km)
-        finally:
-            self._progress.close(f"{self._cells} cells run")
-
-    def preprocess_cell(self, cell, resources, index):
-        self._progress.show(index, self._cells, "cells")
-        return super().preprocess_cell(cell, resources, index)
-
-    def _get_timeout(self, cell):
-        per_cell = super()._get_timeout(cell)
-        remaining = max(1, int(self._deadline - time.monotonic()))
-        return remaining if per_cell is None else min(per_cell, remaining)
 
 
 def course_root() -> Path:
@@ -102,9 +72,9 @@ def configure(c: Config, root: Path) -> Config:
     c.Execute.timeout = CELL_TIMEOUT_S
     # Feedback HTML: hidden tests stay hidden (tilegym_edu.feedback)
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
-    c.DeadlineExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
+    c.ResilientExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
     c.Autograde.autograde_preprocessors = [
-        DeadlineExecute if p is Execute else p
+        executor.ResilientExecute if p is Execute else p
         for p in Autograde.class_traits()["autograde_preprocessors"].default()]
     return c
 
@@ -171,6 +141,7 @@ class ExerciseResult:
     max_points: float
     status: str            # "passed", "failed" or "needs GPU"
     reason: str = ""       # the error that cost the points (empty when passed)
+    seconds: float | None = None   # how long the cell ran
 
 
 @dataclass(frozen=True)
@@ -181,6 +152,7 @@ class GradeReport:
     student: str
     exercises: list[ExerciseResult] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)   # feedback HTML files
+    notes: list[str] = field(default_factory=list)      # what the grader ignored or refused
 
     @property
     def points(self) -> float:
@@ -202,6 +174,7 @@ class GradeReport:
         for row in [header, *rows]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
         lines.append(f"total: {self.points:g}/{self.max_points:g}")
+        lines += [f"note: {note}" for note in self.notes]
         lines += [f"feedback: {path}" for path in self.feedback]
         return "\n".join(lines)
 
@@ -218,22 +191,42 @@ def _error_of(cell) -> tuple[str, str]:
     return "", ""
 
 
-def _results(autograded: Path, notebook: str, lesson: str, student: str,
-             gradebook: Gradebook) -> list[ExerciseResult]:
+def _reason(ename: str, reason: str, failed_before: list[tuple[str, str]]) -> str:
+    """The reason a graded cell shows: timeouts said plainly, and a name the learner's code
+    should have defined traced to the learner's cell that failed before it."""
+    if ename == "KeyboardInterrupt":   # how nbclient stops a cell past its time limit
+        return (f"the cell ran past its time limit ({CELL_TIMEOUT_S} s a cell, "
+                f"{NOTEBOOK_TIMEOUT_S} s the notebook) and was interrupted: look for a "
+                "kernel or loop that never finishes, or sizes too large for this machine")
+    if ename == "NameError" and failed_before:
+        label, why = failed_before[-1]
+        return f"{reason} (because {label} failed earlier: {why})"
+    return reason
+
+
+def _results(autograded: Path, notebook: str, lesson: str, student: str, gradebook: Gradebook,
+             missing: set[str]) -> list[ExerciseResult]:
+    """Every graded cell of the lesson's notebook, scored from nbgrader's automatic grades
+    (manual scores and extra credit in the gradebook count for nothing here)."""
     nb = nbformat.read(autograded, as_version=4)
     grades = {g.name: g for g in gradebook.find_submission_notebook(notebook, lesson, student).grades}
-    results = []
+    results, failed_before = [], []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
+        ename, reason = _error_of(cell)
+        label = submission.learner_label(cell)
+        if label and ename:
+            failed_before.append((label, reason))
         if not meta.get("grade"):
             continue
-        grade = grades[meta["grade_id"]]
-        score, max_score = grade.score or 0.0, grade.max_score
-        ename, reason = _error_of(cell)
-        if ename == "KeyboardInterrupt":   # how nbclient stops a cell past its time limit
-            reason = (f"the cell ran past its time limit ({CELL_TIMEOUT_S} s a cell, "
-                      f"{NOTEBOOK_TIMEOUT_S} s the notebook) and was interrupted: look for a "
-                      "kernel or loop that never finishes, or sizes too large for this machine")
+        grade_id = meta["grade_id"]
+        grade = grades[grade_id]
+        score, max_score = grade.auto_score or 0.0, grade.max_score
+        reason = _reason(ename, reason, failed_before)
+        if grade_id in missing:
+            score, ename = 0.0, "missing"
+            reason = ("this graded cell was deleted from your notebook: copy it back from a "
+                      "fresh copy of the lesson (git checkout notebooks/) to earn its points")
         if score >= max_score:
             status, reason = "passed", ""
         elif ename == NEEDS_GPU_ERROR:
@@ -241,42 +234,95 @@ def _results(autograded: Path, notebook: str, lesson: str, student: str,
         else:
             status = "failed"
             reason = reason or "no points (the cell produced no error: check its output)"
-        results.append(ExerciseResult(notebook, meta["grade_id"], score, max_score, status, reason))
+        seconds = cell.get("metadata", {}).get(submission.META, {}).get("seconds")
+        results.append(ExerciseResult(notebook, grade_id, score, max_score, status, reason,
+                                      seconds))
     return results
 
 
-def grade(lesson: str, submission: Path | None = None, root: Path | None = None,
+def _read_notebook(path: Path) -> nbformat.NotebookNode:
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises several unrelated types for broken files
+        raise CourseError(f"{path} is not a valid notebook ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return nb
+
+
+def _forget_submission(root: Path, lesson: str, student: str) -> None:
+    """Remove ``student``'s earlier grading of ``lesson`` from the gradebook, so nothing it
+    left there (a score, a comment, extra credit) survives a regrade."""
+    with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # nbgrader's SQLAlchemy session warnings
+        try:
+            gradebook.remove_submission(lesson, student)
+        except MissingEntry:
+            pass
+
+
+def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing: set[str]) -> None:
+    """Graded cells the learner deleted score 0 in the gradebook too."""
+    if not missing:
+        return
+    with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook:
+        for grade_id in missing:
+            grade = gradebook.find_grade(grade_id, notebook, lesson, student)
+            grade.auto_score = 0.0
+        gradebook.db.commit()
+
+
+def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
           student: str = STUDENT) -> GradeReport:
-    """Autograde a copy of the learner's notebooks of ``lesson`` (default: the folder
-    ``notebooks/<lesson>``) as ``student``, write feedback HTML, and report per exercise."""
+    """Autograde the learner's notebooks of ``lesson`` (default: the folder
+    ``notebooks/<lesson>``) as ``student``, write feedback HTML, and report per exercise.
+
+    What runs is built from the released lesson with the learner's code put in
+    (:func:`tilegym_edu.submission.prepare`): the learner's files are never modified, notebooks
+    that are not part of the lesson are ignored with a note, and every graded cell of the
+    lesson is reported, so the total is always out of the lesson's full points."""
     root = root or course_root()
     _require_lesson(lesson, root)
-    source = Path(submission) if submission else root / "notebooks" / lesson
-    notebooks = sorted(source.glob("*.ipynb"))
-    if not notebooks:
+    source = Path(submission_folder) if submission_folder else root / "notebooks" / lesson
+    handed_in = sorted(source.glob("*.ipynb"))
+    if not handed_in:
         raise CourseError(f"no notebooks to grade in {source}")
-    for path in notebooks:
-        try:
-            nbformat.validate(nbformat.read(path, as_version=4))
-        except Exception as exc:  # nbformat raises several unrelated types for broken files
-            raise CourseError(f"{path} is not a valid notebook ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-    release(lesson, root)
+    submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in}
+    released = release(lesson, root)
+    lesson_notebooks = sorted(released.glob("*.ipynb"))
+    notes = [f"{name} is not part of lesson {lesson}: ignored"
+             for name in sorted(set(submitted_notebooks) - {p.name for p in lesson_notebooks})]
+    _forget_submission(root, lesson, student)
     submitted = root / ".grading" / "submitted" / student / lesson
     shutil.rmtree(submitted, ignore_errors=True)
     submitted.mkdir(parents=True)
-    for path in notebooks:
-        shutil.copyfile(path, submitted / path.name)
+    prepared = {}
+    for path in lesson_notebooks:
+        theirs = submitted_notebooks.get(path.name)
+        if theirs is None:
+            notes.append(f"{path.name} is missing from {source}: graded as an empty notebook")
+            theirs = nbformat.v4.new_notebook()
+        prepared[path.stem] = submission.prepare(nbformat.read(path, as_version=4), theirs)
+        notes += prepared[path.stem].notes
+        nbformat.write(prepared[path.stem].notebook, submitted / path.name)
+    from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
     api = _api(root)
-    _run(api.autograde(lesson, student, force=True, create=True), "autograde")
+    os.environ[GRADING_ENV] = "1"      # the grading kernel inherits it (grading.graded_seeds)
+    try:
+        _run(api.autograde(lesson, student, force=True, create=True), "autograde")
+    finally:
+        del os.environ[GRADING_ENV]
+    for name, p in prepared.items():
+        _zero_missing(root, lesson, student, name, p.missing)
     _run(api.generate_feedback(lesson, student, force=True), "generate_feedback")
     exercises, feedback = [], []
     with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook:
-        for path in notebooks:
-            autograded = root / ".grading" / "autograded" / student / lesson / path.name
-            exercises += _results(autograded, path.stem, lesson, student, gradebook)
-            feedback.append(str(root / ".grading" / "feedback" / student / lesson / f"{path.stem}.html"))
-    return GradeReport(lesson, student, exercises, feedback)
+        for name, p in prepared.items():
+            autograded = root / ".grading" / "autograded" / student / lesson / f"{name}.ipynb"
+            exercises += _results(autograded, name, lesson, student, gradebook, p.missing)
+            feedback.append(str(root / ".grading" / "feedback" / student / lesson / f"{name}.html"))
+    return GradeReport(lesson, student, exercises, feedback, notes)
 
 
 def report_json(report: GradeReport) -> str:

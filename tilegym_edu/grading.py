@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 import tomllib
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import bench, device
-from tilegym_edu.check import Case, check, compare_output
+from tilegym_edu.check import Case, to_reference, check, compare_output, explain
 
 
 class NeedsGPU(Exception):
@@ -33,6 +34,11 @@ class NeedsGPU(Exception):
 
 class LibraryShortcut(Exception):
     """A graded call used PyTorch (or a reference kernel) to do the work it must do itself."""
+
+
+class SubmissionRefused(Exception):
+    """The grader's audit refused a cell of the learner's code (tilegym_edu.audit): it ran
+    this instead, naming the line and the rule."""
 
 
 #: PyTorch operations a graded call may use: allocation, views, copies and dtype conversion.
@@ -44,12 +50,15 @@ ALLOWED_OPS = frozenset({
     "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
     "squeeze", "unsqueeze", "select", "slice", "unbind", "split", "split_with_sizes", "narrow",
     "alias", "detach", "lift_fresh", "clone", "copy_", "_to_copy", "contiguous",
-    "set_", "resize_", "_local_scalar_dense", "record_stream", "view_as_real", "view_as_complex",
+    "set_", "resize_", "record_stream", "view_as_real", "view_as_complex",
 })
 _ALLOCATING_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
                              "new_empty_strided"})
 
 _guard_depth = 0  # >0 while a graded call runs
+
+#: set by the grader in the environment of a grading kernel (tilegym_edu.course.grade)
+GRADING_ENV = "TILEGYM_GRADING"
 
 
 class _ShortcutGuard(TorchDispatchMode):
@@ -85,7 +94,19 @@ def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[st
 
 
 def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator for the course's reference kernels: calling one inside a graded call raises."""
+    """Decorator for the course's reference kernels: calling one inside a graded call raises.
+    On a ``@triton.jit`` kernel it adds a pre-run hook instead, so a launch of the raw kernel
+    (``kernel[grid](...)``) inside a graded call raises too."""
+    if hasattr(fn, "add_pre_run_hook"):
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "kernel")
+
+        def refuse_launch(*args, **kwargs):
+            if _guard_depth:
+                raise LibraryShortcut(f"the graded call launched the course's reference kernel "
+                                      f"'{name}'; write your own kernel.")
+        fn.add_pre_run_hook(refuse_launch)
+        return fn
+
     def wrapper(*args, **kwargs):
         if _guard_depth:
             raise LibraryShortcut(f"the graded call used the course's reference "
@@ -106,8 +127,8 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
     Arguments as for :func:`tilegym_edu.check.check`; ``allow`` names extra torch operations
     the call may use."""
     allow = tuple(allow)
-    results = check(fn, reference, make_inputs, list(cases), tuple(seeds), tolerances=tolerances,
-                    call=lambda f, args: guarded_call(f, args, allow))
+    results = check(fn, reference, make_inputs, list(cases), graded_seeds(seeds),
+                    tolerances=tolerances, call=lambda f, args: guarded_call(f, args, allow))
     failed = [r for r in results if not r.passed]
     if failed:
         more = "".join(f"\n  also: {r.describe()}" for r in failed[1:4])
@@ -115,6 +136,17 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
                              f"{failed[0].describe()}{more}")
     worst = max((r.error for r in results if r.error is not None), default=0.0)
     print(f"passed {len(results)} checks (cases x seeds); largest relative error {worst:.2g}")
+
+
+def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:
+    """``seeds`` as given when a learner runs a test cell; in a grading kernel, seeds no one
+    can know in advance (the same offset, drawn afresh for every call, added to each), so no
+    answer can be computed ahead for the inputs. A failure names the seed it used."""
+    seeds = tuple(seeds)
+    if not os.environ.get(GRADING_ENV):
+        return seeds
+    offset = 1000 * int.from_bytes(os.urandom(3), "little")
+    return tuple(offset + seed for seed in seeds)
 
 
 @dataclass(frozen=True)
@@ -166,32 +198,6 @@ def require_tensor_descriptors(what: str) -> None:
                        f"{major}.{minor}, so this cell is not graded here")
 
 
-class _RotatingRunner:
-    """Calls ``fn`` on one input set after another, keeping each set's latest output, so the
-    outputs of timed runs can be checked afterwards (a kernel cannot cache one answer)."""
-
-    def __init__(self, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]):
-        self.fn, self.input_sets = fn, input_sets
-        self.outputs: list[Any] = [None] * len(input_sets)
-        self.calls = 0
-
-    def __call__(self) -> None:
-        i = self.calls % len(self.input_sets)
-        self.outputs[i] = self.fn(*self.input_sets[i])
-        self.calls += 1
-
-
-def _check_timed_outputs(runner: _RotatingRunner, reference: Callable[..., torch.Tensor],
-                         dtype: torch.dtype, tolerances: Mapping[torch.dtype, float] | None) -> None:
-    torch.cuda.synchronize()
-    for i, (args, out) in enumerate(zip(runner.input_sets, runner.outputs)):
-        ref = reference(*(a.detach().to("cpu", torch.float64) if isinstance(a, torch.Tensor)
-                          and a.is_floating_point() else a for a in args))
-        passed, error, message = compare_output(out, ref, dtype, tolerances)
-        if not passed:
-            raise AssertionError(f"the output of a timed run (input set {i}) is wrong: {message}")
-
-
 #: Time still pending after the candidate's own stream finished, above which its work is taken
 #: to run on another stream: LEFT_BEHIND_US, or LEFT_BEHIND_FRACTION of the time its own stream
 #: took, whichever is larger. An idle GPU's synchronize costs ~10 µs of host time; after a call
@@ -230,30 +236,125 @@ def assert_no_work_left_behind(candidate: Callable[..., Any], args: Sequence[Any
             "returning.")
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in an output: a tensor, or the tensors of a tuple or list."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _shuffle_(t: torch.Tensor, generator: torch.Generator) -> None:
+    """Permute the elements of ``t`` in place: the same values (so the same range, scale and
+    validity: token ids stay token ids), in places a precomputed answer cannot know."""
+    perm = torch.randperm(t.numel(), generator=generator).to(t.device)
+    t.copy_(t.reshape(-1)[perm].reshape(t.shape))
+
+
+class _CapturedCall:
+    """One guarded call of the candidate on one input set, captured in a CUDA graph: what the
+    timer replays is exactly the work that ran under the shortcut guard, and a candidate
+    cannot tell a timed run from a checked one (there is no Python in a replay)."""
+
+    def __init__(self, candidate: Callable[..., Any], args: Sequence[Any], allow: Iterable[str]):
+        self.args = args
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):      # warm-up off the capture: compile, tune, allocate
+            guarded_call(candidate, args, allow)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(self.graph):
+                self.output = guarded_call(candidate, args, allow)
+        except LibraryShortcut:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any capture failure: say what it means
+            torch.cuda.synchronize()
+            raise AssertionError(
+                f"your function could not be timed: capturing it in a CUDA graph failed "
+                f"({explain(exc)}). A timed call must only queue GPU work on the current "
+                "stream: no .cpu() or synchronize, no printing of tensors, no other streams "
+                "left unjoined.") from None
+
+    def __call__(self) -> None:
+        self.graph.replay()
+
+
 def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callable[[], Any]],
                   input_sets: Sequence[Sequence[Any]], reference: Callable[..., torch.Tensor],
                   dtype: torch.dtype, *, flops: float | None = None, bytes: float | None = None,
                   tolerances: Mapping[torch.dtype, float] | None = None,
-                  graph_below_ms: float = bench.GRAPH_THRESHOLD_MS,
                   allow: Iterable[str] = ()) -> list[bench.Measurement]:
-    """Time ``candidate`` (rotating over ``input_sets``) interleaved with ``baselines``, check
-    every timed output, reject impossible results; the candidate's Measurement comes first.
-    One guarded call first: a candidate that hands the work to a library raises
-    LibraryShortcut here rather than being timed; and one that leaves work on a side stream
-    fails assert_no_work_left_behind. ``graph_below_ms`` as for bench.compare; ``allow`` names
-    extra torch operations the guarded call may use (as for assert_correct)."""
+    """Time ``candidate`` (rotating over ``input_sets``) interleaved with ``baselines``; the
+    candidate's Measurement comes first. Every function is timed as CUDA-graph replays of its
+    GPU work (a baseline that cannot be captured runs as it is), so host overhead counts on
+    neither side.
+
+    The candidate's timed work is its guarded call: each input set's call runs under the
+    shortcut guard inside a CUDA graph capture, and the replays of those graphs are what is
+    timed. Before timing, the elements of every input tensor are shuffled in place, so the
+    replays compute on inputs the candidate never saw while it ran; afterwards the outputs of
+    the timed replays are checked against ``reference`` on the shuffled inputs (a candidate
+    that works in place is checked on one replay before timing). A candidate that leaves work
+    on a side stream fails assert_no_work_left_behind; an impossible result is rejected.
+    ``allow`` names extra torch operations the guarded call may use (as for assert_correct)."""
     require_gpu("this speed check")
+    allow = tuple(allow)
     guarded_call(candidate, input_sets[0], allow)  # the timed function must do its own arithmetic
     assert_no_work_left_behind(candidate, input_sets[0])
-    runner = _RotatingRunner(candidate, input_sets)
-    measurements = bench.compare({"yours": runner, **baselines}, flops=flops, bytes=bytes,
-                                 graph_below_ms=graph_below_ms)
-    _check_timed_outputs(runner, reference, dtype, tolerances)
+    calls = [_CapturedCall(candidate, args, allow) for args in input_sets]
+    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    inputs = []
+    for call in calls:
+        for t in _tensors(list(call.args)):
+            _shuffle_(t, generator)
+        inputs.append(tuple(to_reference(a) for a in call.args))
+    in_place = [any(_shares_memory(o, t) for o in _tensors(c.output) for t in _tensors(list(c.args)))
+                for c in calls]
+    outputs: list[Any] = [None] * len(calls)
+    for i, call in enumerate(calls):
+        for o in _tensors(call.output):
+            if o.is_floating_point() and not in_place[i]:
+                o.fill_(math.nan)          # an output the replays never write stays NaN
+        if in_place[i]:
+            call()
+            outputs[i] = _detached_copy(call.output)
+    state = {"next": 0}
+
+    def rotate() -> None:
+        calls[state["next"] % len(calls)]()
+        state["next"] += 1
+
+    measurements = bench.compare({"yours": rotate, **baselines}, flops=flops, bytes=bytes,
+                                 graph_below_ms=math.inf, graphed=("yours",))
+    torch.cuda.synchronize()
+    for i, call in enumerate(calls):
+        if not in_place[i]:
+            outputs[i] = _detached_copy(call.output)
+    for i, (args, out) in enumerate(zip(inputs, outputs)):
+        passed, error, message = compare_output(out, reference(*args), dtype, tolerances)
+        if not passed:
+            raise AssertionError(f"the output of a timed run (input set {i}, its elements "
+                                 f"shuffled after your function was captured) is wrong: {message}")
     for m in measurements:
         if m.problem:
             raise AssertionError(f"measurement of '{m.name}' rejected: {m.problem}")
     bench.print_table(measurements, baseline="yours")
     return measurements
+
+
+def _detached_copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached_copy(v) for v in value)
+    return value
 
 
 def assert_ratio(ratio: float, limit: Threshold) -> None:
@@ -274,7 +375,8 @@ def copy_baseline(nbytes: int) -> Callable[[], Any]:
 
 def assert_bandwidth_fraction(candidate: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
                               reference: Callable[..., torch.Tensor], dtype: torch.dtype,
-                              bytes: float, limit: Threshold) -> None:
+                              bytes: float, limit: Threshold, *,
+                              tolerances: Mapping[torch.dtype, float] | None = None) -> None:
     """A memory-bound kernel's GB/s as a fraction of a device-to-device copy's, measured
     interleaved in this process; fails below ``limit``.
 
@@ -282,7 +384,7 @@ def assert_bandwidth_fraction(candidate: Callable[..., Any], input_sets: Sequenc
     cell's result for partial credit."""
     require_gpu(limit.metric)
     yours, copy = measure_speed(candidate, {"copy": copy_baseline(int(bytes))}, input_sets,
-                                reference, dtype, bytes=bytes)
+                                reference, dtype, bytes=bytes, tolerances=tolerances)
     assert_ratio(yours.gbs / copy.gbs, limit)
 
 
@@ -291,14 +393,13 @@ def assert_speedup(candidate: Callable[..., Any], baseline: Callable[..., Any],
                    dtype: torch.dtype, limit: Threshold, *, flops: float | None = None,
                    bytes: float | None = None,
                    tolerances: Mapping[torch.dtype, float] | None = None,
-                   graph_below_ms: float = bench.GRAPH_THRESHOLD_MS,
                    allow: Iterable[str] = ()) -> None:
     """``candidate``'s speed over ``baseline``'s (same inputs), measured interleaved in this
     process; fails below ``limit``. Returns None (see assert_bandwidth_fraction).
-    ``tolerances``, ``graph_below_ms`` and ``allow`` as for measure_speed."""
+    ``tolerances`` and ``allow`` as for measure_speed."""
     require_gpu(limit.metric)
     args = input_sets[0]
     yours, base = measure_speed(candidate, {"baseline": lambda: baseline(*args)}, input_sets,
                                 reference, dtype, flops=flops, bytes=bytes, tolerances=tolerances,
-                                graph_below_ms=graph_below_ms, allow=allow)
+                                allow=allow)
     assert_ratio(base.median_ms / yours.median_ms, limit)

@@ -224,3 +224,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                           lambda c: launch_attention(q, k, v, o, causal, c), level=level).config
     launch_attention(q, k, v, o, causal, config)
     return o
+
+
+# a launch of a raw kernel inside a graded call raises too
+forbidden_in_graded_calls(softmax_kernel)
+forbidden_in_graded_calls(attention_blocks)
+forbidden_in_graded_calls(flash_attention_kernel)

@@ -285,3 +285,8 @@ def conv_flops(x: torch.Tensor, w: torch.Tensor, P: int, Q: int) -> int:
     N, C = x.shape[:2]
     K, _, R, S = w.shape
     return 2 * N * K * P * Q * C * R * S
+
+
+# a launch of a raw kernel inside a graded call raises too
+forbidden_in_graded_calls(direct_conv2d_kernel)
+forbidden_in_graded_calls(conv2d_kernel)

@@ -438,3 +438,9 @@ __all__ = ["Ops", "TORCH_OPS", "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG", "confi
            "profiled", "gpu_ms_by_op", "random_tokens", "rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_",
            "swiglu_torch", "attention_torch", "rmsnorm_kernel", "rmsnorm", "rope_kernel", "rope_",
            "swiglu_kernel", "swiglu", "kernel_ops", "reference_ops"]
+
+
+# a launch of a raw kernel inside a graded call raises too
+forbidden_in_graded_calls(rmsnorm_kernel)
+forbidden_in_graded_calls(rope_kernel)
+forbidden_in_graded_calls(swiglu_kernel)

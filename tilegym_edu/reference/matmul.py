@@ -90,3 +90,8 @@ def tiled_matmul(a: torch.Tensor, b: torch.Tensor, block_m: int = 128, block_n: 
                               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                               GROUP_M=group_m, num_warps=num_warps)
     return c
+
+
+# a launch of a raw kernel inside a graded call raises too
+forbidden_in_graded_calls(naive_matmul_kernel)
+forbidden_in_graded_calls(tiled_matmul_kernel)

@@ -1,0 +1,653 @@
+"""The static audit of a learner's code, run by the grader before any of it executes.
+
+A graded notebook runs the learner's cells and the course's test cells in one Python process,
+so anything a test cell relies on could be changed by the learner's code unless that code is
+kept from reaching it. The audit reads every cell the learner controls (solution cells and
+cells they added or edited) and refuses the ones that could: each refusal names the line and
+the rule, and the grader runs ``raise SubmissionRefused(...)`` in the cell's place, so only
+the exercises that need that cell lose points.
+
+What kernel code needs is allowed: Triton kernels and their wrappers, PyTorch calls, plain
+Python (functions, loops, comprehensions, f-strings, dataclasses, generators), the imports a
+lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``device``,
+``tune``, ``bench``, ``check`` ...). What is refused, by rule:
+
+* ``syntax``: anything that is not plain Python (IPython magics ``%``, shell ``!``, ``?`` help);
+* ``import``: modules outside :data:`ALLOWED_IMPORTS` (``os``, ``sys``, ``gc``, ``ctypes``,
+  ``inspect``, ``numpy``, the course's reference kernels and grader ...), and ``import *``;
+* ``name``: builtins that reach around Python's rules (``exec``, ``eval``, ``open``,
+  ``getattr``, ``globals``, ``vars``, ``type`` ...), IPython's ``get_ipython``, ``In``, ``Out``
+  and history names (``_i3``, ``_``), dunder names, the grader's module;
+* ``attribute``: dunder and private (``_x``) attributes, frame and traceback attributes
+  (``gi_frame``, ``f_back`` ...), ways out of torch (``.tolist()``, ``.numpy()``, ``.item()``,
+  ``torch.tensor``, ``torch.from_numpy``), hooks and global switches (``register_*``,
+  ``set_*``, ``torch.library``, ``torch.utils``, ``torch.backends``, ``triton.knobs`` ...),
+  ``str.format`` (its ``{0.attr}`` fields read attributes), the course's reference kernels;
+* ``assign``: writing an attribute of anything but ``self``/``ctx`` inside a class the
+  learner defined (``torch.matmul = ...``, ``grading.x = ...``), ``global`` statements;
+* ``lesson name``: rebinding, mutating or passing on a name the lesson's own cells define (the
+  test cells' helpers and data), or rebinding a builtin (``len = ...``);
+* ``class``: bases other than ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses),
+  metaclasses, dunder methods other than ``__init__`` (no home-made ``__eq__``);
+* ``except``: catching ``BaseException``, ``KeyboardInterrupt`` or ``SystemExit`` (a bare
+  ``except:`` too): the grader interrupts a cell past its time limit;
+* ``async``: coroutines and async generators (no place in kernel code).
+
+The audit is a first wall, not the only one: graded calls still run under the shortcut guard
+(:mod:`tilegym_edu.grading`), and untrusted class work runs in a sandbox
+(:mod:`tilegym_edu.sandbox`).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import importlib.util
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+#: modules a learner's cell may import (and their submodules where the entry ends with ".*")
+ALLOWED_IMPORTS = frozenset({
+    "math", "functools", "itertools", "typing", "dataclasses", "collections", "warnings",
+    "time", "statistics", "random", "enum",
+    "torch", "torch.nn", "torch.nn.functional", "torch.cuda",
+    "triton", "triton.language", "triton.language.extra.*", "triton.tools.tensor_descriptor",
+    "triton.testing",
+    "tilegym_edu", "tilegym_edu.device", "tilegym_edu.tune", "tilegym_edu.bench",
+    "tilegym_edu.check", "tilegym_edu.roofline", "tilegym_edu.specs", "tilegym_edu.traffic",
+    "tilegym_edu.ceilings", "tilegym_edu.progress",
+})
+
+#: builtins and IPython names a learner's cell may not use at all
+FORBIDDEN_NAMES = frozenset({
+    "exec", "eval", "compile", "open", "getattr", "setattr", "delattr", "globals", "locals",
+    "vars", "dir", "breakpoint", "input", "help", "memoryview", "bytearray", "bytes", "type",
+    "exit", "quit", "copyright", "credits", "license",
+    "get_ipython", "display", "In", "Out",
+    "grading",   # the grader's module, imported by the lesson's setup cell
+})
+_IPYTHON_HISTORY = re.compile(r"^(_+|_i+|_i\d+|_\d+|_ih|_oh|_dh|_exit_code)$")
+
+#: attribute names a learner's cell may not read or write, on any object
+FORBIDDEN_ATTRIBUTES = frozenset({
+    # frames, tracebacks and code objects: the checker's locals are one f_back away
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code",
+    "cr_await", "ag_frame", "ag_code", "ag_await", "f_back", "f_locals", "f_globals",
+    "f_builtins", "f_code", "f_trace", "f_lineno", "tb_frame", "tb_next", "with_traceback",
+    "co_code", "co_consts", "co_names",
+    # str.format and format_map look up attributes named in the format string
+    "format", "format_map",
+    # tensor data into Python (computed outside torch, then written back)
+    "tolist", "numpy", "item", "untyped_storage", "storage",
+    # the course's reference kernels and grading machinery
+    "reference", "grading", "course", "classroom", "audit", "sandbox", "submission", "cli",
+})
+_FORBIDDEN_PREFIXES = ("register_", "set_", "_")
+
+#: parts of modules a learner's cell may not reach (``torch.load``, ``torch.utils...``):
+#: global switches, hooks, registries, file access, and tensors made from Python data
+FORBIDDEN_MODULE_PARTS = frozenset({
+    "torch.library", "torch.overrides", "torch.utils", "torch.fx", "torch.jit", "torch.export",
+    "torch.ops", "torch.hub", "torch.backends", "torch.profiler", "torch.monitor",
+    "torch.compile", "torch.compiler", "torch.manual_seed", "torch.seed", "torch.random",
+    "torch.use_deterministic_algorithms", "torch.load", "torch.save", "torch.distributed",
+    "torch.multiprocessing", "torch.serialization", "torch.classes", "torch.package",
+    "torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy", "torch.frombuffer",
+    "torch.from_file", "torch.from_dlpack", "torch.UntypedStorage", "torch.TypedStorage",
+    "torch.autograd.graph", "torch.cuda.memory", "torch.cuda.graph", "torch.cuda.CUDAGraph",
+    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+    "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
+    # the course's reference kernels and its grading machinery
+    "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
+    "tilegym_edu.classroom", "tilegym_edu.audit", "tilegym_edu.sandbox",
+    "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
+})
+
+#: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
+MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",
+    "sort", "reverse", "add", "discard", "difference_update", "intersection_update",
+    "symmetric_difference_update", "resize_", "copy_", "fill_", "zero_",
+})
+
+#: the only base a learner's class may have
+ALLOWED_BASES = frozenset({"torch.autograd.Function"})
+#: the only dunder a learner's class may define
+ALLOWED_DUNDER_DEFS = frozenset({"__init__"})
+#: exceptions a cell must let through (the grader's time limit interrupts with them)
+UNCATCHABLE = frozenset({"BaseException", "KeyboardInterrupt", "SystemExit", "GeneratorExit"})
+#: where an attribute may be written: the instance or autograd context of a learner's class
+WRITABLE_RECEIVERS = frozenset({"self", "ctx"})
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One thing the audit refused: where, by which rule, and what to do instead."""
+
+    line: int
+    rule: str
+    message: str
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.message} [rule: {self.rule}]"
+
+
+@dataclass(frozen=True)
+class LessonNames:
+    """What the lesson's own (trusted) cells bind at the top level of the notebook: imports
+    (name -> dotted path of what it was imported from; ``modules`` those that are modules)
+    and everything else they assign or define (``others``: functions, classes, data)."""
+
+    imports: Mapping[str, str]
+    modules: Mapping[str, str]
+    others: frozenset[str]
+
+
+@functools.cache
+def _is_module(path: str) -> bool:
+    try:
+        return importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError, AttributeError):
+        return False
+
+
+def lesson_names(trusted_sources: Iterable[str]) -> LessonNames:
+    """The top-level names bound by the lesson's trusted cells (sources that do not parse,
+    which a trusted cell never is, are skipped)."""
+    imports: dict[str, str] = {}
+    others: set[str] = set()
+    for source in trusted_sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        imports[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        imports[top] = top
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for name in _module_bindings(tree):
+            if name not in imports:
+                others.add(name)
+    modules = {name: path for name, path in imports.items() if _is_module(path)}
+    return LessonNames(imports, modules, frozenset(others))
+
+
+def _module_bindings(tree: ast.Module) -> set[str]:
+    """Names bound at module scope (comprehension and function scopes excluded, walrus
+    targets inside top-level comprehensions included)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST, top: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if top:
+                names.add(node.name)
+            for d in node.decorator_list:
+                visit(d, top)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and top:
+            names.add(node.id)
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        comprehension = isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp,
+                                          ast.GeneratorExp))
+        for child in ast.iter_child_nodes(node):
+            visit(child, top and not comprehension)
+
+    for statement in tree.body:
+        visit(statement, True)
+    return names
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def _import_allowed(module: str) -> bool:
+    if module in ALLOWED_IMPORTS:
+        return True
+    return any(entry.endswith(".*") and module.startswith(entry[:-1]) for entry in ALLOWED_IMPORTS)
+
+
+def _forbidden_attribute(name: str) -> bool:
+    return name in FORBIDDEN_ATTRIBUTES or name.startswith(_FORBIDDEN_PREFIXES)
+
+
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """Parameters and names assigned in ``function``'s own scope (not in nested functions)."""
+    args = function.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a}
+    body = function.body if isinstance(function.body, list) else [function.body]
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+class _Auditor(ast.NodeVisitor):
+    """Walks one cell, keeping a stack of function scopes to tell a lesson's global name from
+    a local of the same name."""
+
+    def __init__(self, lesson: LessonNames):
+        self.lesson = lesson
+        self.refusals: list[Refusal] = []
+        self.scopes: list[set[str]] = []      # locals of the enclosing functions, innermost last
+        self.classes: list[str] = []          # enclosing learner classes
+        self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
+
+    # -- helpers -------------------------------------------------------------------------
+    def refuse(self, node: ast.AST, rule: str, message: str) -> None:
+        self.refusals.append(Refusal(getattr(node, "lineno", 0), rule, message))
+
+    def is_global(self, name: str) -> bool:
+        return not any(name in scope for scope in self.scopes)
+
+    def lesson_data(self, node: ast.AST) -> str | None:
+        """The name, if ``node`` is a lesson-defined name other than a module or function
+        (data the test cells may read), seen from the current scope."""
+        if (isinstance(node, ast.Name) and node.id in self.lesson.others
+                and self.is_global(node.id)):
+            return node.id
+        return None
+
+    def check_binding(self, node: ast.AST, name: str, module: str | None = None) -> None:
+        """A top-level binding of ``name`` (``module``: what an import binds it to)."""
+        if self.scopes or self.classes:
+            return
+        if name in self.lesson.imports:
+            if module != self.lesson.imports[name]:
+                self.refuse(node, "lesson name", f"`{name}` is the lesson's import of "
+                            f"`{self.lesson.imports[name]}`, which the test cells use: "
+                            "give yours another name")
+        elif name in self.lesson.others:
+            self.refuse(node, "lesson name", f"`{name}` is defined by the lesson's own cells "
+                        "and used by its tests: give yours another name")
+        elif name in _BUILTIN_NAMES:
+            self.refuse(node, "lesson name", f"`{name}` is a Python builtin the test cells "
+                        "rely on: give yours another name")
+
+    # -- statements ----------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if not _import_allowed(alias.name):
+                self.refuse(node, "import", f"`import {alias.name}` is not allowed in graded "
+                            f"cells; allowed: {', '.join(sorted(ALLOWED_IMPORTS))}")
+            bound = alias.asname or alias.name.split(".")[0]
+            self.imports[bound] = alias.name if alias.asname else bound
+            self.check_binding(node, bound, self.imports[bound])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                self.refuse(node, "import", f"`from {module} import *` binds names nobody can "
+                            "see: import the names you use")
+                continue
+            full = f"{module}.{alias.name}"
+            allowed = (not node.level and _import_allowed(module)
+                       and (module != "tilegym_edu" or _import_allowed(full)))
+            if not allowed:
+                self.refuse(node, "import", f"`from {module} import {alias.name}` is not "
+                            "allowed in graded cells; allowed modules: "
+                            f"{', '.join(sorted(ALLOWED_IMPORTS))}")
+            if _forbidden_attribute(alias.name) or any(
+                    full == p or full.startswith(p + ".") for p in FORBIDDEN_MODULE_PARTS):
+                self.refuse(node, "import", f"`{full}` may not be imported in graded cells")
+            self.imports[alias.asname or alias.name] = full
+            self.check_binding(node, alias.asname or alias.name, full)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.refuse(node, "assign", "`global` statements are not allowed: return values "
+                    "from your functions instead")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.check_function(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.refuse(node, "async", "async functions have no place in kernel code")
+        self.check_function(node)
+
+    def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name.startswith("__") and node.name.endswith("__"):
+            if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
+                self.refuse(node, "class", f"defining `{node.name}` is not allowed (only "
+                            "`__init__`, in a class)")
+        self.check_binding(node, node.name)
+        for expression in [*node.decorator_list, *node.args.defaults,
+                           *[d for d in node.args.kw_defaults if d]]:
+            self.visit(expression)
+        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                    node.args.vararg, node.args.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                self.visit(arg.annotation)
+        if node.returns:
+            self.visit(node.returns)
+        self.scopes.append(_local_names(node))
+        classes, self.classes = self.classes, []
+        for statement in node.body:
+            self.visit(statement)
+        self.classes = classes
+        self.scopes.pop()
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expression in [*node.args.defaults, *[d for d in node.args.kw_defaults if d]]:
+            self.visit(expression)
+        self.scopes.append(_local_names(node))
+        self.visit(node.body)
+        self.scopes.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.check_binding(node, node.name)
+        for base in node.bases:
+            if _dotted(base) not in ALLOWED_BASES:
+                self.refuse(base, "class", f"a class may not derive from `{ast.unparse(base)}` "
+                            f"(allowed: none, or {', '.join(sorted(ALLOWED_BASES))})")
+        for keyword in node.keywords:
+            self.refuse(node, "class", f"class keyword `{keyword.arg}=` (metaclasses) is not "
+                        "allowed")
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self.classes.append(node.name)
+        for statement in node.body:
+            self.visit(statement)
+        self.classes.pop()
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        caught = ([] if node.type is None else node.type.elts
+                  if isinstance(node.type, ast.Tuple) else [node.type])
+        names = {_dotted(c) for c in caught}
+        if node.type is None or names & UNCATCHABLE:
+            self.refuse(node, "except", "catching BaseException, KeyboardInterrupt or "
+                        "SystemExit (or a bare `except:`) is not allowed: catch Exception or "
+                        "a narrower error, so the grader can stop a cell past its time limit")
+        if node.name:
+            self.check_binding(node, node.name)
+        self.generic_visit(node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
+        self.refuse(node, "async", "async code has no place in kernel code")
+        self.generic_visit(node)
+
+    visit_AsyncWith = visit_AsyncFor
+    visit_Await = visit_AsyncFor
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.check_target(target)
+        self.visit(node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.check_target(node.target)
+        self.visit(node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.check_target(node.target)
+        self.visit(node.annotation)
+        if node.value:
+            self.visit(node.value)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.check_target(target)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.check_target(node.target)
+        self.visit(node.iter)
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        self.visit(node.context_expr)
+        if node.optional_vars is not None:
+            self.check_target(node.optional_vars)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.check_target(node.target, top_level=not self.scopes)
+        self.visit(node.value)
+
+    def check_target(self, target: ast.AST, top_level: bool | None = None) -> None:
+        """An assignment, ``del`` or loop target."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.check_target(element, top_level)
+        elif isinstance(target, ast.Starred):
+            self.check_target(target.value, top_level)
+        elif isinstance(target, ast.Name):
+            self.check_name(target)
+            if top_level or (top_level is None and not self.scopes):
+                self.check_binding(target, target.id)
+        elif isinstance(target, ast.Attribute):
+            self.check_attribute_name(target)
+            receiver = target.value
+            if not (self.classes or self.scopes) or not (
+                    isinstance(receiver, ast.Name) and receiver.id in WRITABLE_RECEIVERS
+                    and not self.is_global(receiver.id)):
+                self.refuse(target, "assign", f"assigning `{ast.unparse(target)}` is not "
+                            "allowed: only attributes of `self` or `ctx` inside your own class "
+                            "may be written (never those of a module, a class or a library "
+                            "object)")
+            self.visit(receiver)
+        elif isinstance(target, ast.Subscript):
+            name = self.lesson_data(target.value)
+            if name:
+                self.refuse(target, "lesson name", f"`{name}` is defined by the lesson's own "
+                            "cells and read by its tests: do not change it (copy it first)")
+            self.visit(target.value)
+            self.visit(target.slice)
+        else:
+            self.visit(target)
+
+    # -- expressions ---------------------------------------------------------------------
+    def check_name(self, node: ast.Name) -> None:
+        name = node.id
+        if not self.is_global(name):
+            return
+        if name in FORBIDDEN_NAMES:
+            self.refuse(node, "name", f"`{name}` is not allowed in graded cells")
+        elif name.startswith("__") or _IPYTHON_HISTORY.match(name):
+            self.refuse(node, "name", f"`{name}` (a dunder or IPython history name) is not "
+                        "allowed in graded cells")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.check_name(node)
+        if isinstance(node.ctx, ast.Load) and self.module_of(node.id):
+            self.refuse(node, "name", f"`{node.id}` is a module: use its attributes "
+                        f"(`{node.id}.something`) rather than storing or passing the module")
+
+    def module_of(self, name: str) -> str | None:
+        """The module ``name`` stands for here, if it is an import (the lesson's or this
+        cell's) and not shadowed by a local."""
+        if not self.is_global(name):
+            return None
+        path = self.imports.get(name) or self.lesson.modules.get(name)
+        return path if path and _is_module(path) else None
+
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> None:
+        self.visit_comprehension_scope(node.generators, [node.elt])
+
+    visit_SetComp = visit_ListComp
+    visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node: ast.DictComp) -> None:
+        self.visit_comprehension_scope(node.generators, [node.key, node.value])
+
+    def visit_comprehension_scope(self, generators: list[ast.comprehension],
+                                  results: list[ast.AST]) -> None:
+        targets = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        self.visit(generators[0].iter)   # the first iterable is evaluated outside the scope
+        self.scopes.append(targets)
+        for i, generator in enumerate(generators):
+            self.check_target(generator.target, top_level=False)
+            if i:
+                self.visit(generator.iter)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for result in results:
+            self.visit(result)
+        self.scopes.pop()
+
+    def check_attribute_name(self, node: ast.Attribute) -> None:
+        if _forbidden_attribute(node.attr):
+            self.refuse(node, "attribute", f"`{ast.unparse(node)}` is not allowed in graded "
+                        f"cells: {_attribute_reason(node.attr)}")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.check_attribute_name(node)
+        self.check_module_part(node)
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            self.check_attribute_name(root)
+            root = root.value
+        if isinstance(root, ast.Name):
+            self.check_name(root)   # a module used through its attributes is fine
+        else:
+            self.visit(root)
+
+    def check_module_part(self, node: ast.Attribute) -> None:
+        dotted = _dotted(node)
+        if not dotted:
+            return
+        root, _, rest = dotted.partition(".")
+        module = self.module_of(root)
+        if not module:
+            return
+        path = f"{module}.{rest}"
+        parts = path.split(".")
+        for end in range(2, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix in FORBIDDEN_MODULE_PARTS:
+                self.refuse(node, "attribute", f"`{prefix}` is not allowed in graded cells: "
+                            "it changes global settings, reads or writes files, or makes "
+                            "tensors from Python data")
+                return
+
+    def visit_Call(self, node: ast.Call) -> None:
+        function = node.func
+        if isinstance(function, ast.Attribute) and function.attr in MUTATING_METHODS:
+            name = self.lesson_data(function.value)
+            if name:
+                self.refuse(node, "lesson name", f"`{name}.{function.attr}(...)` changes `{name}`"
+                            ", which the lesson's own cells define and its tests read: copy it "
+                            "first")
+        for argument in [*node.args, *[k.value for k in node.keywords]]:
+            value = argument.value if isinstance(argument, ast.Starred) else argument
+            name = self.lesson_data(value)
+            if name:
+                self.refuse(value, "lesson name", f"`{name}` is defined by the lesson's own "
+                            "cells and read by its tests: pass a copy (e.g. `{name}.clone()`, "
+                            f"`list({name})`) rather than `{name}` itself".replace("{name}", name))
+        self.generic_visit(node)
+
+
+def _attribute_reason(name: str) -> str:
+    if name.startswith("_"):
+        return "private and dunder attributes belong to the library"
+    if name.startswith(("register_", "set_")):
+        return "hooks and global settings change what the tests run"
+    return _ATTRIBUTE_REASONS.get(name, "it reaches outside kernel code")
+
+
+_ATTRIBUTE_REASONS = {
+    "format": "its {0.attribute} fields read any attribute: use an f-string",
+    "format_map": "its {0.attribute} fields read any attribute: use an f-string",
+    "tolist": "graded code computes in Triton, not on Python values",
+    "numpy": "graded code computes in Triton, not in numpy",
+    "item": "graded code computes in Triton, not on Python values",
+    "tensor": "build tensors with torch.empty/zeros/randn; data from Python is a way around "
+              "the kernel",
+    "reference": "the course's reference kernels are not yours to call",
+}
+
+
+def audit(source: str, lesson: LessonNames) -> list[Refusal]:
+    """Every refusal for one cell's ``source``, in line order; [] when the cell may run."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        text = (error.text or "").strip()
+        hint = (" (IPython magics `%`, shell commands `!` and `?` help are not allowed in "
+                "graded cells)" if text.startswith(("%", "!", "?")) or text.endswith("?")
+                else "")
+        return [Refusal(error.lineno or 0, "syntax",
+                        f"SyntaxError: {error.msg}{hint}: {text[:80]}")]
+    auditor = _Auditor(lesson)
+    for statement in tree.body:
+        auditor.visit(statement)
+    return sorted(set(auditor.refusals), key=lambda r: (r.line, r.rule, r.message))
+
+
+def describe(refusals: list[Refusal], limit: int = 3) -> str:
+    """One line for the grade table: the first ``limit`` refusals, and how many more."""
+    shown = "; ".join(r.describe() for r in refusals[:limit])
+    more = f" (and {len(refusals) - limit} more)" if len(refusals) > limit else ""
+    return shown + more
+
+
+#: what a CUDA C kernel body may not contain: preprocessor lines, inline assembly, the
+#: alternative tokens that spell braces, and storage or linkage keywords
+_CUDA_FORBIDDEN = re.compile(r"#|\basm\b|\b__asm__\b|<%|%>|<:|:>|%:|\?\?|\bextern\b|\bstatic\b|"
+                             r"\b__host__\b|\b__global__\b|\b__device__\b|\btemplate\b")
+
+
+def cuda_body_problem(body: str) -> str | None:
+    """Why ``body`` cannot be the statements of a CUDA C kernel (it could close the kernel's
+    braces and add host code, which would run in the grader's process), or None."""
+    if not isinstance(body, str):
+        return f"the body must be a str, got {type(body).__name__}"
+    found = _CUDA_FORBIDDEN.search(body)
+    if found:
+        return (f"the kernel body may not contain `{found.group(0)}` (preprocessor lines, inline "
+                "assembly, alternative tokens and declarations outside the kernel are not "
+                "allowed): write only the statements of the kernel")
+    depth = 0
+    for char in body:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return ("the kernel body closes a brace it did not open: it must stay inside the "
+                    "kernel's braces")
+    if depth:
+        return f"the kernel body leaves {depth} brace(s) open"
+    return None

@@ -1,0 +1,148 @@
+"""nbgrader's Execute preprocessor, made to survive what a submission does to its kernel.
+
+* A limit on the whole notebook as well as on each cell: a cell gets at most what is left of
+  ``notebook_timeout``, then is interrupted like any cell past its limit.
+* A kernel that dies (a crash, ``os._exit``, a signal, the memory killer) costs only the cell
+  it was running: that cell gets a ``KernelDied`` error naming the signal or exit status, a
+  fresh kernel replays the cells before it (their outputs and points stay as they were), and
+  the notebook carries on with the next cell.
+* A cell that ignores the interrupt sent at its time limit is handled the same way: its
+  kernel is killed and replaced (``KernelUnresponsive``).
+* After ``max_restarts`` replacements, the remaining cells are not run and say why.
+
+Every cell's run time is recorded in ``cell.metadata.tilegym.seconds`` for the grade report.
+"""
+from __future__ import annotations
+
+import copy
+import signal
+import sys
+import time
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer
+
+from tilegym_edu.progress import ProgressBar
+
+#: the error names the grade report recognises
+KERNEL_DIED = "KernelDied"
+KERNEL_UNRESPONSIVE = "KernelUnresponsive"
+NOT_RUN = "NotRun"
+
+
+def exit_description(code: int | None) -> str:
+    """``signal 9 (SIGKILL)`` or ``exit status 3`` for a process's return code (a shell's or
+    sandbox's 128 + N is read as signal N)."""
+    if code is None:
+        return "no exit status"
+    number = -code if code < 0 else code - 128 if code > 128 else None
+    if number:
+        try:
+            return f"signal {number} ({signal.Signals(number).name})"
+        except ValueError:
+            return f"signal {number}"
+    return f"exit status {code}"
+
+
+_CAUSES = {9: "often the machine ran out of memory and the system killed the process",
+           11: "a segmentation fault: a crash in compiled code",
+           6: "an abort: a failed check in compiled code"}
+
+
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                        traceback=[f"{ename}: {evalue}"])
+
+
+class ResilientExecute(Execute):
+    """Execute with a notebook deadline, per-cell timing, and kernels replaced when they die
+    or hang (see the module docstring)."""
+
+    notebook_timeout = Integer(3600, help="seconds for the whole notebook").tag(config=True)
+    show_progress = Bool(True, help="draw a progress bar on stderr while cells run").tag(config=True)
+    max_restarts = Integer(3, help="kernels replaced before the rest is not run").tag(config=True)
+    # seconds a cell's output may trail its reply; after the interrupt at a cell's time limit,
+    # a kernel that stays busy this long is taken to ignore it (nbclient's default is 4)
+    iopub_timeout = Integer(10, allow_none=True, help="seconds to wait for output after a "
+                            "reply, and for a cell to stop after its interrupt").tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._deadline = time.monotonic() + self.notebook_timeout
+        self._restarts = 0
+        self._given_up = ""
+        name = (resources or {}).get("unique_key") or "notebook"
+        self._progress = ProgressBar(f"grading {name}", enabled=self.show_progress,
+                                     stream=sys.stderr)
+        self._cells = len(nb.cells)
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self._progress.close(f"{self._cells} cells run")
+
+    def preprocess_cell(self, cell, resources, index):
+        self._progress.show(index, self._cells, "cells")
+        if cell.cell_type != "code":
+            return cell, resources
+        if self._given_up:
+            cell.outputs = [error_output(NOT_RUN, self._given_up)]
+            return cell, resources
+        start = time.monotonic()
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            code = self._exit_code()
+            what = exit_description(code)
+            cause = _CAUSES.get(-code if code and code < 0 else (code or 0) - 128, "")
+            cell.outputs = [error_output(KERNEL_DIED, f"the kernel died ({what}) while running "
+                                         f"this cell{': ' + cause if cause else ''}")]
+            self._replace_kernel(index)
+        except CellTimeoutError:
+            cell.outputs = [error_output(
+                KERNEL_UNRESPONSIVE, f"the cell ran past its time limit and did not stop when "
+                f"interrupted; its kernel was killed and replaced")]
+            self._replace_kernel(index)
+        cell.metadata.setdefault("tilegym", {})["seconds"] = round(time.monotonic() - start, 2)
+        return cell, resources
+
+    def _get_timeout(self, cell):
+        per_cell = super()._get_timeout(cell)
+        remaining = max(1, int(self._deadline - time.monotonic()))
+        return remaining if per_cell is None else min(per_cell, remaining)
+
+    def _exit_code(self) -> int | None:
+        provisioner = getattr(self.km, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        if process is None:
+            return None
+        try:
+            return process.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - any failure to read it means "unknown"
+            return None
+
+    def _replace_kernel(self, index: int) -> None:
+        """A fresh kernel with the state of cells 0..index-1 (run again, outputs discarded)."""
+        self._restarts += 1
+        if self._restarts > self.max_restarts:
+            self._given_up = (f"not run: the kernel was replaced {self.max_restarts} times, "
+                              "so the rest of the notebook was given up")
+            return
+        run_sync(self._async_fresh_kernel)()
+        for earlier in self.nb.cells[:index]:
+            if earlier.cell_type != "code" or not earlier.source.strip():
+                continue
+            try:
+                self.execute_cell(copy.deepcopy(earlier), index, store_history=False)
+            except (DeadKernelError, CellTimeoutError):
+                self._given_up = ("not run: the kernel died again while the cells before this "
+                                  "one were replayed")
+                return
+
+    async def _async_fresh_kernel(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        await self.km.shutdown_kernel(now=True)
+        await self.async_start_new_kernel()        # nbclient's own start: same cwd and options
+        await self.async_start_new_kernel_client()

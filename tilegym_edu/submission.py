@@ -1,0 +1,151 @@
+"""The notebook the grader runs: the lesson's own cells, with the learner's code put in.
+
+A learner's notebook is not run as it was handed in. Every cell the lesson provides (setup,
+prose, demonstrations, checkers, tests) comes from the released lesson, which the learner
+cannot change; from the submission come only the cells that hold the learner's code: the
+solution cells (matched by their nbgrader id), cells the learner added, and lesson cells the
+learner edited (then run in the edited form). Each of those is audited
+(:mod:`tilegym_edu.audit`) before it can run; a refused cell is replaced by a ``raise
+SubmissionRefused(...)`` that names the line and the rule.
+
+What the structure of a submission cannot change:
+
+* a graded cell the learner deleted is still run, but scores 0 of its points and says so;
+  the total is always out of the lesson's full points;
+* a duplicated cell is graded once (the first copy), and each copy is named in a note;
+* a cell with grading metadata the lesson does not have earns nothing: its metadata is
+  dropped (the code still runs, audited, like any cell the learner added), with a note.
+"""
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass, field
+
+from nbformat import NotebookNode
+
+from tilegym_edu import audit
+
+#: the error a refused cell raises in the grading kernel
+REFUSED_ERROR = "SubmissionRefused"
+#: cell metadata key for what the grader knows about a cell
+META = "tilegym"
+
+
+def _nbgrader(cell: NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _key(cell: NotebookNode) -> str | None:
+    """How a cell is matched between the lesson and a submission: its nbgrader id, else its
+    nbformat cell id."""
+    return _nbgrader(cell).get("grade_id") or cell.get("id")
+
+
+def is_solution(cell: NotebookNode) -> bool:
+    meta = _nbgrader(cell)
+    return cell.cell_type == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def is_graded(cell: NotebookNode) -> bool:
+    return bool(_nbgrader(cell).get("grade"))
+
+
+def learner_label(cell: NotebookNode) -> str | None:
+    """The name the grade report gives a cell of the learner's code, or None for the
+    lesson's own cells."""
+    return cell.get("metadata", {}).get(META, {}).get("learner")
+
+
+@dataclass
+class Prepared:
+    """The notebook to grade, and what the grader noticed on the way."""
+
+    notebook: NotebookNode
+    notes: list[str] = field(default_factory=list)        # one line each, for the report
+    missing: set[str] = field(default_factory=set)        # graded cells deleted by the learner
+    refused: dict[str, str] = field(default_factory=dict)  # learner cell -> why it was refused
+
+
+def refused_source(why: str) -> str:
+    """What runs in place of a refused cell."""
+    return (f"from tilegym_edu.grading import {REFUSED_ERROR}\n"
+            f"raise {REFUSED_ERROR}({why!r})\n")
+
+
+def prepare(release: NotebookNode, submitted: NotebookNode) -> Prepared:
+    """The notebook to grade for ``submitted``, built on ``release`` (see the module doc)."""
+    lesson_cells = {_key(c): c for c in release.cells}
+    names = audit.lesson_names(c.source for c in release.cells
+                               if c.cell_type == "code" and not is_solution(c))
+    result = Prepared(notebook=copy.deepcopy(release))
+    counts = Counter(_key(c) for c in submitted.cells if _key(c) in lesson_cells)
+    for key, count in counts.items():
+        if count > 1:
+            result.notes.append(f"cell `{key}` appears {count} times in your notebook: only the "
+                                "first copy is graded; delete the others")
+    # the learner's version of each lesson cell, and the cells they added after each one
+    theirs: dict[str, NotebookNode] = {}
+    added_after: dict[str | None, list[NotebookNode]] = {}
+    last = None
+    for cell in submitted.cells:
+        key = _key(cell)
+        if key in lesson_cells and key not in theirs:
+            theirs[key] = cell
+            last = key
+            continue
+        if key in lesson_cells:
+            continue   # a duplicate, noted above
+        if cell.cell_type != "code":
+            continue
+        if _nbgrader(cell):
+            result.notes.append(f"cell `{key}` is not part of the lesson: its grading metadata "
+                                "is ignored (its code still runs, like any cell you add)")
+        added_after.setdefault(last, []).append(cell)
+    cells = [*_learner_cells(None, added_after, names, result)]
+    for lesson_cell in release.cells:
+        key = _key(lesson_cell)
+        cell = copy.deepcopy(lesson_cell)
+        if is_graded(lesson_cell) and key not in theirs:
+            result.missing.add(key)
+        mine = theirs.get(key)
+        if is_solution(lesson_cell):
+            if mine is None:
+                result.notes.append(f"solution cell `{key}` is missing from your notebook: it "
+                                    "was graded as the blank exercise")
+            else:
+                cell.source = mine.source
+            _take_learner_code(cell, key, names, result)
+        elif (cell.cell_type == "code" and not _nbgrader(lesson_cell) and mine is not None
+              and mine.source != lesson_cell.source):
+            cell.source = mine.source
+            _take_learner_code(cell, f"edited lesson cell {key}", names, result)
+        cells.append(cell)
+        cells += _learner_cells(key, added_after, names, result)
+    result.notebook.cells = cells
+    return result
+
+
+def _learner_cells(after: str | None, added_after: dict, names: audit.LessonNames,
+                   result: Prepared) -> list[NotebookNode]:
+    out = []
+    for n, added in enumerate(added_after.get(after, []), start=1):
+        cell = NotebookNode(cell_type="code", source=added.source, outputs=[],
+                            execution_count=None, metadata=NotebookNode())
+        if added.get("id"):
+            cell.id = added.id
+        where = f"after `{after}`" if after else "at the top"
+        _take_learner_code(cell, f"your cell {n} {where}", names, result)
+        out.append(cell)
+    return out
+
+
+def _take_learner_code(cell: NotebookNode, label: str, names: audit.LessonNames,
+                       result: Prepared) -> None:
+    """Mark ``cell`` as the learner's code; replace it if the audit refuses it."""
+    cell.metadata.setdefault(META, {})["learner"] = label
+    refusals = audit.audit(cell.source, names)
+    if refusals:
+        why = audit.describe(refusals)
+        result.refused[label] = why
+        cell.source = refused_source(f"{label} was not run: {why}")
