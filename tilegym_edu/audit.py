@@ -125,11 +125,14 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 
 @dataclass(frozen=True)
 class Refusal:
-    """One thing the audit refused: where, by which rule, and what to do instead."""
+    """One thing the audit refused: where, by which rule, and what to do instead;
+    ``statement`` is the (first, last) line of the top-level statement it is in, which the
+    grader leaves out (the rest of the cell still runs)."""
 
     line: int
     rule: str
     message: str
+    statement: tuple[int, int] = (0, 0)
 
     def describe(self) -> str:
         return f"line {self.line}: {self.message} [rule: {self.rule}]"
@@ -277,10 +280,11 @@ class _Auditor(ast.NodeVisitor):
         self.scopes: list[set[str]] = []      # locals of the enclosing functions, innermost last
         self.classes: list[str] = []          # enclosing learner classes
         self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
+        self.statement = (0, 0)               # lines of the top-level statement being read
 
     # -- helpers -------------------------------------------------------------------------
     def refuse(self, node: ast.AST, rule: str, message: str) -> None:
-        self.refusals.append(Refusal(getattr(node, "lineno", 0), rule, message))
+        self.refusals.append(Refusal(getattr(node, "lineno", 0), rule, message, self.statement))
 
     def is_global(self, name: str) -> bool:
         return not any(name in scope for scope in self.scopes)
@@ -469,7 +473,7 @@ class _Auditor(ast.NodeVisitor):
                             "allowed: only attributes of `self` or `ctx` inside your own class "
                             "may be written (never those of a module, a class or a library "
                             "object)")
-            self.visit(receiver)
+            self.visit_attribute_base(receiver)
         elif isinstance(target, ast.Subscript):
             name = self.lesson_data(target.value)
             if name:
@@ -537,14 +541,17 @@ class _Auditor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.check_attribute_name(node)
         self.check_module_part(node)
-        root = node.value
-        while isinstance(root, ast.Attribute):
-            self.check_attribute_name(root)
-            root = root.value
-        if isinstance(root, ast.Name):
-            self.check_name(root)   # a module used through its attributes is fine
+        self.visit_attribute_base(node.value)
+
+    def visit_attribute_base(self, node: ast.AST) -> None:
+        """What an attribute is read from: a module used through its attributes is fine."""
+        while isinstance(node, ast.Attribute):
+            self.check_attribute_name(node)
+            node = node.value
+        if isinstance(node, ast.Name):
+            self.check_name(node)
         else:
-            self.visit(root)
+            self.visit(node)
 
     def check_module_part(self, node: ast.Attribute) -> None:
         dotted = _dotted(node)
@@ -611,12 +618,27 @@ def audit(source: str, lesson: LessonNames) -> list[Refusal]:
         hint = (" (IPython magics `%`, shell commands `!` and `?` help are not allowed in "
                 "graded cells)" if text.startswith(("%", "!", "?")) or text.endswith("?")
                 else "")
+        lines = max(1, len(source.splitlines()))
         return [Refusal(error.lineno or 0, "syntax",
-                        f"SyntaxError: {error.msg}{hint}: {text[:80]}")]
+                        f"SyntaxError: {error.msg}{hint}: {text[:80]}", (1, lines))]
     auditor = _Auditor(lesson)
     for statement in tree.body:
+        decorators = getattr(statement, "decorator_list", [])
+        auditor.statement = (min([statement.lineno, *(d.lineno for d in decorators)]),
+                             statement.end_lineno or statement.lineno)
         auditor.visit(statement)
     return sorted(set(auditor.refusals), key=lambda r: (r.line, r.rule, r.message))
+
+
+def without_refused(source: str, refusals: list[Refusal]) -> str:
+    """``source`` with every refused top-level statement commented out, line for line (line
+    numbers stay those the learner sees)."""
+    lines = source.splitlines()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        refused = any(first <= number <= last for r in refusals for first, last in [r.statement])
+        out.append(f"# refused by the grader: {line}" if refused else line)
+    return "\n".join(out)
 
 
 def describe(refusals: list[Refusal], limit: int = 3) -> str:

@@ -11,6 +11,7 @@ autogrades the copy in a fresh kernel: the learner's own notebook is never touch
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
@@ -27,7 +29,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
-from tilegym_edu import executor, submission
+from tilegym_edu import executor, sandbox, submission
 from tilegym_edu.check import hints
 from tilegym_edu.feedback import HideHiddenTests
 
@@ -274,7 +276,8 @@ def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing:
 
 
 def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
-          student: str = STUDENT) -> GradeReport:
+          student: str = STUDENT, sandboxed: bool = False,
+          hide: Sequence[Path] = ()) -> GradeReport:
     """Autograde the learner's notebooks of ``lesson`` (default: the folder
     ``notebooks/<lesson>``) as ``student``, write feedback HTML, and report per exercise.
 
@@ -309,8 +312,13 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
     api = _api(root)
     os.environ[GRADING_ENV] = "1"      # the grading kernel inherits it (grading.graded_seeds)
+    autograded_dir = root / ".grading" / "autograded" / student / lesson
+    autograded_dir.mkdir(parents=True, exist_ok=True)
+    kernel_box = (sandbox.sandboxed([root / "solutions", root / ".grading", *hide],
+                                    [autograded_dir]) if sandboxed else contextlib.nullcontext())
     try:
-        _run(api.autograde(lesson, student, force=True, create=True), "autograde")
+        with kernel_box:
+            _run(api.autograde(lesson, student, force=True, create=True), "autograde")
     finally:
         del os.environ[GRADING_ENV]
     for name, p in prepared.items():

@@ -9,6 +9,7 @@
 * A cell that ignores the interrupt sent at its time limit is handled the same way: its
   kernel is killed and replaced (``KernelUnresponsive``).
 * After ``max_restarts`` replacements, the remaining cells are not run and say why.
+* The kernel is reached over Unix sockets (IPC), never TCP.
 
 Every cell's run time is recorded in ``cell.metadata.tilegym.seconds`` for the grade report.
 """
@@ -18,6 +19,10 @@ import copy
 import signal
 import sys
 import time
+import uuid
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_runtime_dir
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
@@ -68,6 +73,16 @@ class ResilientExecute(Execute):
     # a kernel that stays busy this long is taken to ignore it (nbclient's default is 4)
     iopub_timeout = Integer(10, allow_none=True, help="seconds to wait for output after a "
                             "reply, and for a cell to stop after its interrupt").tag(config=True)
+
+    def create_kernel_manager(self):
+        """The grading kernel talks over Unix sockets, not TCP: no port another process of
+        this machine could reach, no network needed in the sandbox, and no warning about
+        unencrypted TCP."""
+        km = super().create_kernel_manager()
+        stem = Path(jupyter_runtime_dir()) / f"tilegym-{uuid.uuid4().hex[:12]}"
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        km.transport, km.ip, km.connection_file = "ipc", f"{stem}-ipc", f"{stem}.json"
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout

@@ -5,7 +5,8 @@ prose, demonstrations, checkers, tests) comes from the released lesson, which th
 cannot change; from the submission come only the cells that hold the learner's code: the
 solution cells (matched by their nbgrader id), cells the learner added, and lesson cells the
 learner edited (then run in the edited form). Each of those is audited
-(:mod:`tilegym_edu.audit`) before it can run; a refused cell is replaced by a ``raise
+(:mod:`tilegym_edu.audit`) before it can run: a top-level statement the audit refuses is left
+out (commented out, so line numbers stay), and the cell ends with a ``raise
 SubmissionRefused(...)`` that names the line and the rule.
 
 What the structure of a submission cannot change:
@@ -67,9 +68,11 @@ class Prepared:
     refused: dict[str, str] = field(default_factory=dict)  # learner cell -> why it was refused
 
 
-def refused_source(why: str) -> str:
-    """What runs in place of a refused cell."""
-    return (f"from tilegym_edu.grading import {REFUSED_ERROR}\n"
+def refused_source(source: str, refusals: list[audit.Refusal], why: str) -> str:
+    """What runs in place of a cell with refused statements: the cell with those statements
+    commented out, then an error that names them (the rest of the cell has run by then)."""
+    return (f"{audit.without_refused(source, refusals)}\n"
+            f"from tilegym_edu.grading import {REFUSED_ERROR}\n"
             f"raise {REFUSED_ERROR}({why!r})\n")
 
 
@@ -148,4 +151,5 @@ def _take_learner_code(cell: NotebookNode, label: str, names: audit.LessonNames,
     if refusals:
         why = audit.describe(refusals)
         result.refused[label] = why
-        cell.source = refused_source(f"{label} was not run: {why}")
+        cell.source = refused_source(cell.source, refusals,
+                                     f"in {label}, the grader left out what it refused: {why}")
