@@ -30,12 +30,13 @@ from tests.conftest import REPO
 BLOCK = 16
 
 
-def _run_cell(source: str, name: str, namespace: dict) -> None:
+def _run_cell(source: str, name: str, namespace: dict, stdout: io.StringIO | None = None) -> None:
     """exec a cell the way IPython does, its source registered with linecache so that
-    inspect.getsource works on what it defines (Triton and the tuner need it)."""
+    inspect.getsource works on what it defines (Triton and the tuner need it); what it prints
+    goes to ``stdout`` (default: nowhere)."""
     filename = f"<{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(stdout if stdout is not None else io.StringIO()):
         exec(compile(source, filename, "exec"), namespace)
 
 

@@ -1,5 +1,6 @@
 """Grading a whole class: every student's notebooks of one lesson, one after another, into a
-summary CSV. A broken submission becomes a row that says why; grading the rest carries on.
+summary CSV, each in its own sandboxed kernel (tilegym_edu.sandbox). A broken submission
+becomes a row that says why; grading the rest carries on.
 
 Layout of the class folder: one sub-folder per student, named by the student id, holding that
 student's notebooks of the lesson::
@@ -30,26 +31,31 @@ class ClassResult:
 
 
 def students(folder: Path) -> list[str]:
-    """The student sub-folders of ``folder``, sorted; raises CourseError on a name that cannot
-    be a student id."""
+    """The sub-folders of ``folder`` (one per student), sorted; hidden folders are skipped."""
     if not folder.is_dir():
         raise course.CourseError(f"{folder} is not a folder of student submissions")
-    names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    bad = [n for n in names if not STUDENT_ID.match(n)]
-    if bad:
-        raise course.CourseError(f"student folder names may hold only letters, digits, '_', '-' "
-                                 f"and '.': rename {bad}")
-    return names
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def grade_class(lesson: str, folder: Path, root: Path | None = None) -> list[ClassResult]:
-    """Grade ``folder/<student>/`` for every student, in name order."""
+def grade_class(lesson: str, folder: Path, root: Path | None = None,
+                sandboxed: bool = True) -> list[ClassResult]:
+    """Grade ``folder/<student>/`` for every student, in name order, each in a fresh kernel
+    (in the sandbox unless ``sandboxed`` is False) that cannot see the other students' work.
+    Whatever one submission does, the others are graded: a student whose grading fails is a
+    row that says why."""
+    folder = Path(folder)
     results = []
-    for student in students(Path(folder)):
+    for student in students(folder):
+        if not STUDENT_ID.match(student):
+            results.append(ClassResult(student, error="the folder name is not a student id "
+                                       "(letters, digits, '_', '-' and '.' only): rename it"))
+            continue
         try:
-            report = course.grade(lesson, Path(folder) / student, root=root, student=student)
-        except course.CourseError as exc:
-            results.append(ClassResult(student, error=str(exc)))
+            report = course.grade(lesson, folder / student, root=root, student=student,
+                                  sandboxed=sandboxed, hide=[folder])
+        except Exception as exc:  # noqa: BLE001 - one student's failure never stops the class
+            results.append(ClassResult(student, error=str(exc).strip().splitlines()[0]
+                                       if str(exc).strip() else type(exc).__name__))
         else:
             results.append(ClassResult(student, report))
     return results

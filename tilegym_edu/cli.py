@@ -4,7 +4,9 @@
     tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
     tilegym-edu lab --instructor       the same at the course root, with nbgrader's formgrader
     tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
-    tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook
+    tilegym-edu grade LESSON --submission FOLDER   someone else's notebook, in a sandbox
+    tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook,
+                                       each in a sandbox (--no-sandbox: only for trusted work)
     tilegym-edu generate [LESSON ...]  regenerate notebooks/ from solutions/ (maintainers)
 
 Exit status: 0 done, 1 grading ran and not every point was earned, 2 a usage or course error.
@@ -102,15 +104,32 @@ def lab(args: argparse.Namespace) -> int:
                            env=lab_environment(args.instructor))
 
 
+def _sandbox_wanted(args: argparse.Namespace, default: bool) -> bool:
+    """Whether to sandbox the grading kernel; raises CourseError when it is wanted and cannot
+    work here, saying what to do."""
+    from tilegym_edu import sandbox
+    wanted = default if args.sandbox is None else args.sandbox
+    if wanted:
+        try:
+            sandbox.bwrap()
+        except sandbox.SandboxUnavailable as exc:
+            raise course.CourseError(f"{exc}; or grade with --no-sandbox as a user that owns "
+                                     "nothing else (grader/README.md)") from None
+    return wanted
+
+
 def grade(args: argparse.Namespace) -> int:
-    report = course.grade(args.lesson)
+    folder = Path(args.submission) if args.submission else None
+    report = course.grade(args.lesson, folder,
+                          sandboxed=_sandbox_wanted(args, default=folder is not None))
     print(course.report_json(report) if args.json else report.format_table())
     return 0 if report.points >= report.max_points else 1
 
 
 def grade_class(args: argparse.Namespace) -> int:
     from tilegym_edu import classroom
-    results = classroom.grade_class(args.lesson, Path(args.folder))
+    results = classroom.grade_class(args.lesson, Path(args.folder),
+                                    sandboxed=_sandbox_wanted(args, default=True))
     for r in results:
         print(r.report.format_table() if r.report else f"{r.student}: not graded: {r.error}")
     out = Path(args.csv or f"{args.lesson}-grades.csv")
@@ -123,6 +142,14 @@ def generate(args: argparse.Namespace) -> int:
     for path in course.generate(args.lessons or None):
         print(f"wrote {path}")
     return 0
+
+
+def _sandbox_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--sandbox", dest="sandbox", action="store_true", default=None,
+                       help="run the grading kernel in a bubblewrap sandbox")
+    group.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                       help="run it unsandboxed (only for work you trust)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -139,12 +166,16 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("grade", help="grade your notebook of a lesson (never modifies it)")
     g.add_argument("lesson", help="e.g. 00_getting_started")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.add_argument("--submission", metavar="FOLDER",
+                   help="grade the notebooks in FOLDER instead (someone else's: sandboxed)")
+    _sandbox_flags(g)
     g.set_defaults(run=grade)
     gc = sub.add_parser("grade-class", help="instructors: grade every student's notebook of a "
                                             "lesson (FOLDER/<student>/*.ipynb) into a CSV")
     gc.add_argument("lesson")
     gc.add_argument("folder", help="one sub-folder per student, named by the student id")
     gc.add_argument("--csv", help="summary file (default: LESSON-grades.csv)")
+    _sandbox_flags(gc)
     gc.set_defaults(run=grade_class)
     ge = sub.add_parser("generate", help="regenerate notebooks/ from solutions/")
     ge.add_argument("lessons", nargs="*", help="lessons (default: all)")

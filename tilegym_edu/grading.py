@@ -25,7 +25,7 @@ import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import bench, device
-from tilegym_edu.check import Case, to_reference, check, compare_output, explain
+from tilegym_edu.check import Case, check, compare_output, explain, to_reference
 
 
 class NeedsGPU(Exception):
@@ -62,12 +62,14 @@ GRADING_ENV = "TILEGYM_GRADING"
 
 
 class _ShortcutGuard(TorchDispatchMode):
-    """Raises on any PyTorch operation outside ALLOWED_OPS (plus ``allow``); NaN-fills every
-    floating-point tensor allocated uninitialised, so unwritten output elements show."""
+    """Raises on any PyTorch operation outside ALLOWED_OPS (plus ``allow``); with ``poison``,
+    NaN-fills every floating-point tensor allocated uninitialised, so unwritten output
+    elements show."""
 
-    def __init__(self, allow: Iterable[str] = ()):
+    def __init__(self, allow: Iterable[str] = (), poison: bool = True):
         super().__init__()
         self.allowed = ALLOWED_OPS | frozenset(allow)
+        self.poison = poison
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -77,17 +79,20 @@ class _ShortcutGuard(TorchDispatchMode):
                 "must do their arithmetic in your Triton kernel; PyTorch may only allocate, "
                 "view and copy tensors here.")
         out = func(*args, **(kwargs or {}))
-        if name in _ALLOCATING_OPS and isinstance(out, torch.Tensor) and out.is_floating_point():
+        if (self.poison and name in _ALLOCATING_OPS and isinstance(out, torch.Tensor)
+                and out.is_floating_point()):
             out.fill_(math.nan)
         return out
 
 
-def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = ()) -> Any:
-    """``fn(*args)`` with library shortcuts forbidden and fresh allocations poisoned."""
+def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = (),
+                 poison: bool = True) -> Any:
+    """``fn(*args)`` with library shortcuts forbidden and (``poison``) fresh allocations
+    NaN-filled."""
     global _guard_depth
     _guard_depth += 1
     try:
-        with _ShortcutGuard(allow):
+        with _ShortcutGuard(allow, poison):
             return fn(*args)
     finally:
         _guard_depth -= 1
@@ -256,6 +261,14 @@ def _shuffle_(t: torch.Tensor, generator: torch.Generator) -> None:
     t.copy_(t.reshape(-1)[perm].reshape(t.shape))
 
 
+def _recover_from_failed_capture(generator: torch.Generator, rng_state: torch.Generator) -> None:
+    """After a capture that failed half-way, PyTorch leaves the default CUDA generator in
+    capture mode (every later random op raises "Offset increment outside graph capture"):
+    give it back a state taken before the capture, and wait for the GPU."""
+    generator.graphsafe_set_state(rng_state)
+    torch.cuda.synchronize()
+
+
 class _CapturedCall:
     """One guarded call of the candidate on one input set, captured in a CUDA graph: what the
     timer replays is exactly the work that ran under the shortcut guard, and a candidate
@@ -269,13 +282,18 @@ class _CapturedCall:
             guarded_call(candidate, args, allow)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        rng_state = generator.clone_state()
         try:
+            # no NaN fills inside the graph: they would be timed; measure_speed poisons the
+            # outputs once before the timed replays instead
             with torch.cuda.graph(self.graph):
-                self.output = guarded_call(candidate, args, allow)
+                self.output = guarded_call(candidate, args, allow, poison=False)
         except LibraryShortcut:
+            _recover_from_failed_capture(generator, rng_state)
             raise
         except Exception as exc:  # noqa: BLE001 - any capture failure: say what it means
-            torch.cuda.synchronize()
+            _recover_from_failed_capture(generator, rng_state)
             raise AssertionError(
                 f"your function could not be timed: capturing it in a CUDA graph failed "
                 f"({explain(exc)}). A timed call must only queue GPU work on the current "
@@ -310,11 +328,13 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     assert_no_work_left_behind(candidate, input_sets[0])
     calls = [_CapturedCall(candidate, args, allow) for args in input_sets]
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    inputs = []
+    shuffled: dict[int, torch.Tensor] = {}   # each tensor once, also one shared by input sets
     for call in calls:
         for t in _tensors(list(call.args)):
-            _shuffle_(t, generator)
-        inputs.append(tuple(to_reference(a) for a in call.args))
+            shuffled.setdefault(id(t), t)
+    for t in shuffled.values():
+        _shuffle_(t, generator)
+    inputs = [tuple(to_reference(a) for a in call.args) for call in calls]
     in_place = [any(_shares_memory(o, t) for o in _tensors(c.output) for t in _tensors(list(c.args)))
                 for c in calls]
     outputs: list[Any] = [None] * len(calls)

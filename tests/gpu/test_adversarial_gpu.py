@@ -76,3 +76,59 @@ def test_an_illegal_address_loses_the_gpu_cells_says_why_and_the_next_grading_is
     assert results["test_bytes"].points == results["test_bytes"].max_points  # no GPU needed
     after = course.grade(LESSON, solution.parent, root=course_copy, student="gpu_after_crash")
     assert after.points == after.max_points, after.format_table()
+
+
+def guard_is_on() -> bool:
+    """What a cheating candidate would ask: is this call checked? (Arithmetic raises then.)"""
+    try:
+        torch.ones(1, device="cuda") + 1
+    except Exception:  # noqa: BLE001 - LibraryShortcut
+        return True
+    return False
+
+
+def test_a_candidate_that_is_slow_only_when_checked_is_timed_slow():
+    """Family 4 (the timed runs are not the graded run): honest work four times over when the
+    guard is on, once when it is off. The timed runs replay the guarded call, so it is slow
+    there too, and the cell fails for speed; the honest function passes the same cell."""
+    honest = honest_silu_mul()
+
+    def two_faced(x, y):
+        for _ in range(3 if guard_is_on() else 0):
+            honest(x, y)
+        return honest(x, y)
+
+    with pytest.raises(AssertionError, match="too slow"):
+        run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": two_faced})
+
+
+def test_a_candidate_that_replays_a_remembered_answer_fails_the_timed_output_check():
+    """A memo keyed by the inputs' addresses: honest the first time it sees an input, a copy of
+    the answer after that. The timed replays run on the same buffers with their elements
+    shuffled, so the remembered answers are wrong there."""
+    honest, memo = honest_silu_mul(), {}
+
+    def remembers(x, y):
+        key = (x.data_ptr(), y.data_ptr())
+        if key not in memo:
+            memo[key] = honest(x, y)
+        out = torch.empty_like(x)
+        out.copy_(memo[key])
+        return out
+
+    with pytest.raises(AssertionError, match="output of a timed run .* is wrong"):
+        run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": remembers})
+
+
+def test_a_candidate_that_synchronizes_cannot_be_timed_and_is_told_why():
+    honest = honest_silu_mul()
+
+    def synchronizes(x, y):
+        out = honest(x, y)
+        torch.cuda.synchronize()
+        return out
+
+    with pytest.raises(AssertionError, match="could not be timed: capturing it in a CUDA graph"):
+        run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": synchronizes})
+    torch.randn(8, device="cuda")          # the failed capture left the random generator usable
+    run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": honest})
