@@ -111,6 +111,12 @@ MUTATING_METHODS = frozenset({
     "symmetric_difference_update", "resize_", "copy_", "fill_", "zero_",
 })
 
+#: builtins that only read their arguments: lesson data may be passed to them
+READ_ONLY_BUILTINS = frozenset({
+    "len", "list", "tuple", "dict", "set", "frozenset", "sorted", "reversed", "min", "max",
+    "sum", "any", "all", "enumerate", "zip", "range", "iter", "isinstance", "str", "repr",
+    "print", "int", "float", "bool", "abs", "round", "hash", "id", "callable"})
+
 #: the only base a learner's class may have
 ALLOWED_BASES = frozenset({"torch.autograd.Function"})
 #: the only dunder a learner's class may define
@@ -579,10 +585,12 @@ class _Auditor(ast.NodeVisitor):
                 self.refuse(node, "lesson name", f"`{name}.{function.attr}(...)` changes `{name}`"
                             ", which the lesson's own cells define and its tests read: copy it "
                             "first")
+        reads_only = (isinstance(function, ast.Name) and function.id in READ_ONLY_BUILTINS
+                      and self.is_global(function.id))
         for argument in [*node.args, *[k.value for k in node.keywords]]:
             value = argument.value if isinstance(argument, ast.Starred) else argument
             name = self.lesson_data(value)
-            if name:
+            if name and not reads_only:
                 self.refuse(value, "lesson name", f"`{name}` is defined by the lesson's own "
                             "cells and read by its tests: pass a copy (e.g. `{name}.clone()`, "
                             f"`list({name})`) rather than `{name}` itself".replace("{name}", name))

@@ -1,0 +1,89 @@
+"""The public corpus of attacks on the grade: what a learner's cell could try, by family (issue
+"A grade that cannot be forged"), each with the audit rule that must refuse it. ``{fn}`` is
+the exercise's function, so every attack is tried against every kernel exercise
+(tests/test_audit.py). Families 4 (timed runs that differ from the checked one) and 6 (the
+notebook's structure, a dying or stubborn kernel) are run, not read: tests/gpu/ and
+tests/test_structure.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Attack:
+    family: int
+    name: str
+    code: str      # statements appended to the exercise's solution cell
+    rule: str      # the audit rule that refuses them
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}-{self.name}"
+
+
+ATTACKS = [
+    # 1. change what later test cells run
+    Attack(1, "patch_grader", "grading.assert_correct = lambda *a, **k: None", "assign"),
+    Attack(1, "patch_checker", "check.compare_output = lambda *a, **k: (True, 0.0, '')", "assign"),
+    Attack(1, "patch_torch", "torch.equal = lambda *a, **k: True", "assign"),
+    Attack(1, "patch_generator", "torch.Generator.manual_seed = lambda self, seed: self", "assign"),
+    Attack(1, "setattr", "setattr(torch, 'isfinite', lambda t: t == t)", "name"),
+    Attack(1, "builtins", "import builtins\nbuiltins.len = lambda x: 0", "import"),
+    Attack(1, "shadow_builtin", "range = lambda *a: []", "lesson name"),
+    Attack(1, "input_transformer",
+           "get_ipython().input_transformers_cleanup.append(lambda lines: [])", "name"),
+    Attack(1, "tensor_subclass", "class Agreeable(torch.Tensor):\n    pass", "class"),
+    Attack(1, "own_equality", "class Equal:\n    def __eq__(self, other):\n        return True",
+           "class"),
+    Attack(1, "metaclass", "class Sneaky(metaclass=type):\n    pass", "class"),
+    # 2. escape the shortcut guard
+    Attack(2, "dispatch_off",
+           "from torch.utils._python_dispatch import _disable_current_modes", "import"),
+    Attack(2, "dispatch_off_by_attribute",
+           "def {fn}(*args, **kwargs):\n"
+           "    with torch.utils._python_dispatch._disable_current_modes():\n"
+           "        return args[0]", "attribute"),
+    Attack(2, "numpy", "import numpy as np", "import"),
+    Attack(2, "python_lists", "def {fn}(*args, **kwargs):\n"
+                              "    return torch.tensor([v for v in args[0].tolist()])", "attribute"),
+    Attack(2, "item", "def {fn}(*args, **kwargs):\n    return args[0].item()", "attribute"),
+    Attack(2, "torch_function_off", "def {fn}(*args, **kwargs):\n"
+                                    "    with torch._C.DisableTorchFunction():\n"
+                                    "        return args[0]", "attribute"),
+    # 3. read what it must not
+    Attack(3, "caller_frames", "def {fn}(*args, **kwargs):\n"
+                               "    probe = (i for i in [0])\n"
+                               "    return probe.gi_frame.f_back.f_locals['ref']", "attribute"),
+    Attack(3, "format_fields", "leak = '{{0.__globals__}}'.format(print)", "attribute"),
+    Attack(3, "solutions_on_disk", "answer = open('../solutions/lesson.ipynb').read()", "name"),
+    Attack(3, "reference_import", "from tilegym_edu.reference import matmul as mine", "import"),
+    Attack(3, "reference_attribute", "kernel = tilegym_edu.reference.matmul.tiled_matmul_kernel",
+           "attribute"),
+    Attack(3, "inspect", "import inspect", "import"),
+    Attack(3, "unwrapped", "raw = print.__wrapped__", "attribute"),
+    # 5. write what it must not
+    Attack(5, "gradebook", "import sqlite3", "import"),
+    Attack(5, "torch_save", "torch.save([99], '.grading/gradebook.db')", "attribute"),
+    Attack(5, "os", "import os\nos.remove('notebooks')", "import"),
+    Attack(5, "dunder_import", "__import__('os').system('true')", "name"),
+    Attack(5, "eval", "eval(\"__import__('os')\")", "name"),
+    Attack(5, "exec", "exec('x = 1')", "name"),
+    # 6. the kernel: dying or refusing to stop (these are also run, in tests/test_structure.py)
+    Attack(6, "exit", "exit()", "name"),
+    Attack(6, "ignores_interrupts", "try:\n    pass\nexcept KeyboardInterrupt:\n    pass", "except"),
+    Attack(6, "bare_except", "try:\n    pass\nexcept:\n    pass", "except"),
+    Attack(6, "signals", "import signal", "import"),
+    Attack(6, "magic", "%time x = 1", "syntax"),
+    Attack(6, "shell", "!rm -rf .grading", "syntax"),
+    # 7. watch the checks as they run
+    Attack(7, "input_history", "seen = In[-1]", "name"),
+    Attack(7, "hidden_history", "seen = _ih", "name"),
+    Attack(7, "trace", "import sys\nsys.settrace(lambda *a: None)", "import"),
+    Attack(7, "gc_callbacks", "import gc", "import"),
+    Attack(7, "threads", "import threading", "import"),
+    Attack(7, "profiler", "watcher = torch.profiler.profile()", "attribute"),
+    Attack(7, "autograd_hooks", "hooks = torch.autograd.graph.saved_tensors_hooks", "attribute"),
+    Attack(7, "post_run_cell", "get_ipython().events.register('post_run_cell', print)", "name"),
+    Attack(7, "module_hooks", "torch.nn.modules.module.register_module_forward_hook(print)",
+           "attribute"),
+]

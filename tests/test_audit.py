@@ -1,0 +1,154 @@
+"""The audit of a learner's code (tilegym_edu.audit), and what the grader builds from a
+submission (tilegym_edu.submission): every attack of the public corpus (tests/attacks.py),
+put into every kernel exercise's solution cell after the honest code, is refused by its rule,
+and the honest statements of the cell still run. The honest solutions and the blank
+exercises pass the audit untouched."""
+from __future__ import annotations
+
+import copy
+import re
+
+import nbformat
+import pytest
+
+from tests.attacks import ATTACKS
+from tests.conftest import REPO
+from tilegym_edu import audit, submission
+
+LESSONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+#: (lesson, learner function) of every graded kernel exercise
+KERNEL_EXERCISES = [
+    ("00_getting_started", "silu_mul"), ("01_naive_matmul", "naive_matmul"),
+    ("02_tiled_matmul", "tiled_matmul"), ("02_tiled_matmul", "matmul_bias_relu"),
+    ("02_tiled_matmul", "bmm"), ("03_software_pipelining", "matmul"),
+    ("03_software_pipelining", "persistent_matmul"), ("04_flash_attention", "softmax"),
+    ("04_flash_attention", "flash_attention"), ("05_convolution", "conv2d"),
+    ("05_convolution", "im2col_source"), ("06_capstone", "rmsnorm"), ("06_capstone", "rope_"),
+    ("06_capstone", "swiglu"),
+]
+
+
+def notebook(folder: str, lesson: str) -> nbformat.NotebookNode:
+    return nbformat.read(REPO / folder / lesson / f"{lesson}.ipynb", as_version=4)
+
+
+def trusted_names(lesson: str) -> audit.LessonNames:
+    nb = notebook("notebooks", lesson)
+    return audit.lesson_names(c.source for c in nb.cells
+                              if c.cell_type == "code" and not submission.is_solution(c))
+
+
+def solution_cell_defining(nb: nbformat.NotebookNode, function: str) -> nbformat.NotebookNode:
+    [cell] = [c for c in nb.cells if submission.is_solution(c)
+              and re.search(rf"^def {re.escape(function)}\(", c.source, re.M)]
+    return cell
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("folder", ["solutions", "notebooks"])
+def test_the_honest_solutions_and_the_blank_exercises_pass_the_audit(folder, lesson):
+    names = trusted_names(lesson)
+    for cell in notebook(folder, lesson).cells:
+        if submission.is_solution(cell):
+            assert audit.audit(cell.source, names) == [], (cell.metadata.nbgrader.grade_id,
+                                                           audit.describe(audit.audit(cell.source, names)))
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.id)
+@pytest.mark.parametrize("lesson, function", KERNEL_EXERCISES, ids=[f for _, f in KERNEL_EXERCISES])
+def test_every_attack_is_refused_and_the_honest_code_of_its_cell_still_runs(lesson, function, attack):
+    solved = notebook("solutions", lesson)
+    cell = solution_cell_defining(solved, function)
+    honest = cell.source
+    cell.source = honest + "\n\n" + attack.code.format(fn=function) + "\n"
+    refusals = audit.audit(cell.source, trusted_names(lesson))
+    assert attack.rule in {r.rule for r in refusals}, audit.describe(refusals, 10)
+    prepared = submission.prepare(notebook("notebooks", lesson), solved)
+    [graded] = [c for c in prepared.notebook.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == cell.metadata.nbgrader.grade_id]
+    assert graded.source.rstrip().endswith(")") and "raise SubmissionRefused(" in graded.source
+    if attack.rule != "syntax":          # a cell that is not Python runs nothing of itself
+        assert graded.source.startswith(honest), "the honest statements were left out too"
+    assert prepared.refused
+
+
+ALLOWED = {
+    "comprehension variables shadowing lesson data":
+        "def f(xs):\n    return [bm * 2 for bm in xs]",
+    "a local named like lesson data": "def f(cases):\n    cases = list(cases)\n    return cases",
+    "an autograd function writing its context":
+        "class Op(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.scale = 2\n        return x\n",
+    "a class writing self": "class Box:\n    def __init__(self, v):\n        self.v = v",
+    "a dataclass": "from dataclasses import dataclass\n@dataclass\nclass C:\n    a: int = 1",
+    "f-strings": "def f(x):\n    return f'{x.shape} {x.dtype}'",
+    "kernel annotations": "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)",
+    "importing a module again": "import torch\nimport triton.language as tl",
+    "an import inside a function":
+        "def f():\n    from triton.tools.tensor_descriptor import TensorDescriptor\n    return 1",
+    "catching Exception": "try:\n    x = 1\nexcept (ValueError, Exception) as error:\n    x = 2",
+    "a private helper of one's own": "def _helper(n):\n    return n + 1",
+    "reading lesson data": "def f(problem):\n    return ELEMENT_BYTES[problem['dtype']]",
+}
+
+
+@pytest.mark.parametrize("name", list(ALLOWED))
+def test_what_kernel_code_needs_is_allowed(name):
+    names = audit.lesson_names(["import torch\nimport triton\nimport triton.language as tl\n"
+                                "ELEMENT_BYTES = {'float16': 2}\nbm = 1\ncases = []"])
+    assert audit.audit(ALLOWED[name], names) == [], audit.describe(audit.audit(ALLOWED[name], names))
+
+
+def test_lesson_data_may_be_read_but_not_changed_or_handed_on():
+    names = audit.lesson_names(["CASES = [1, 2]\nimport torch"])
+    for code in ("CASES.append(3)", "CASES[0] = 9", "def f(x):\n    x.clear()\nf(CASES)",
+                 "CASES = []", "del CASES", "torch = None"):
+        assert {r.rule for r in audit.audit(code, names)} >= {"lesson name"}, code
+    assert audit.audit("n = len(CASES) + CASES[0]", names) == []
+
+
+def test_a_refusal_names_the_line_and_the_rule():
+    [refusal] = audit.audit("x = 1\ny = 2\nz = open('f')", audit.lesson_names([]))
+    assert refusal.line == 3 and refusal.rule == "name" and refusal.statement == (3, 3)
+    assert refusal.describe().startswith("line 3: `open` is not allowed")
+
+
+def test_only_the_refused_statements_are_left_out():
+    source = "a = 1\n@functools.cache\ndef f():\n    return open('x')\nb = 2"
+    refusals = audit.audit(source, audit.lesson_names(["import functools"]))
+    kept = audit.without_refused(source, refusals).splitlines()
+    assert kept[0] == "a = 1" and kept[4] == "b = 2"
+    assert all(line.startswith("# refused by the grader: ") for line in kept[1:4])
+
+
+@pytest.mark.parametrize("body, problem", [
+    ("int i = 0;", None),
+    ("} int evil() { return 0; } void f() {", "closes a brace"),
+    ("#include <cstdlib>", "may not contain `#`"),
+    ("asm(\"trap;\");", "may not contain `asm`"),
+    ("%> int x; <%", "may not contain"),
+    ("if (1) {", "leaves 1 brace(s) open"),
+])
+def test_a_cuda_body_must_stay_inside_its_kernel(body, problem):
+    found = audit.cuda_body_problem(body)
+    assert (found is None) if problem is None else (problem in found), found
+
+
+def test_structure_deleted_duplicated_and_added_graded_cells():
+    release = notebook("notebooks", "00_getting_started")
+    theirs = notebook("solutions", "00_getting_started")
+    test_bytes = next(c for c in theirs.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_bytes")
+    theirs.cells.remove(test_bytes)
+    solution = next(c for c in theirs.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "silu_mul_solution")
+    theirs.cells.append(copy.deepcopy(solution))
+    extra = nbformat.v4.new_code_cell("x = 1")
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "my_bonus", "points": 10, "solution": False,
+                                  "locked": True, "schema_version": 3}
+    theirs.cells.append(extra)
+    prepared = submission.prepare(release, theirs)
+    assert prepared.missing == {"test_bytes"}
+    assert any("`silu_mul_solution` appears 2 times" in n for n in prepared.notes)
+    assert any("`my_bonus` is not part of the lesson" in n for n in prepared.notes)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in prepared.notebook.cells]
+    assert ids.count("silu_mul_solution") == 1 and "my_bonus" not in ids and "test_bytes" in ids
+    assert sum(1 for c in prepared.notebook.cells if submission.is_graded(c)) == 3
