@@ -291,11 +291,13 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     handed_in = sorted(source.glob("*.ipynb"))
     if not handed_in:
         raise CourseError(f"no notebooks to grade in {source}")
-    submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in}
     released = release(lesson, root)
     lesson_notebooks = sorted(released.glob("*.ipynb"))
-    notes = [f"{name} is not part of lesson {lesson}: ignored"
-             for name in sorted(set(submitted_notebooks) - {p.name for p in lesson_notebooks})]
+    names = {p.name for p in lesson_notebooks}
+    notes = [f"{path.name} is not part of lesson {lesson}: ignored"
+             for path in handed_in if path.name not in names]
+    submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in
+                           if path.name in names}
     _forget_submission(root, lesson, student)
     submitted = root / ".grading" / "submitted" / student / lesson
     shutil.rmtree(submitted, ignore_errors=True)

@@ -145,19 +145,21 @@ class ResilientExecute(Execute):
                               "so the rest of the notebook was given up")
             return
         run_sync(self._async_fresh_kernel)()
-        for earlier in self.nb.cells[:index]:
-            if earlier.cell_type != "code" or not earlier.source.strip():
-                continue
-            try:
-                self.execute_cell(copy.deepcopy(earlier), index, store_history=False)
-            except (DeadKernelError, CellTimeoutError):
-                self._given_up = ("not run: the kernel died again while the cells before this "
-                                  "one were replayed")
-                return
+        cells = list(self.nb.cells)        # nbclient puts each executed cell back in its place
+        try:
+            for i, earlier in enumerate(cells[:index]):
+                if earlier.cell_type == "code" and earlier.source.strip():
+                    self.execute_cell(copy.deepcopy(earlier), i, store_history=False)
+        except (DeadKernelError, CellTimeoutError):
+            self._given_up = ("not run: the kernel died again while the cells before this one "
+                              "were replayed")
+        finally:
+            self.nb.cells[:] = cells       # the replays' outputs are discarded
 
     async def _async_fresh_kernel(self) -> None:
         if self.kc is not None:
             self.kc.stop_channels()
-        await self.km.shutdown_kernel(now=True)
+        await self.km.shutdown_kernel(now=True)    # this also closes the manager's sockets
+        self.km = self.create_kernel_manager()
         await self.async_start_new_kernel()        # nbclient's own start: same cwd and options
         await self.async_start_new_kernel_client()

@@ -15,7 +15,8 @@ SUBMISSIONS = [
                          "out = torch.empty_like(x, dtype=torch.float32)")},
                loses=(CORRECT,), reason="dtype"),
     Submission("library_shortcut",   # PyTorch does the work
-               {KERNEL: ("    out = torch.empty_like(x)\n", "    return F.silu(x) * y\n")},
+               {KERNEL: ("    out = torch.empty_like(x)\n",
+                         "    return F.silu(x) * y\n    out = torch.empty_like(x)\n")},
                loses=(CORRECT,), reason="LibraryShortcut"),
     Submission("half_precision_intermediate",  # rounds silu(x) to float16: float32 loses accuracy
                {KERNEL: ("out = x * tl.sigmoid(x) * y",
@@ -26,9 +27,9 @@ SUBMISSIONS = [
                loses=("test_bytes",), reason="eager_bytes"),
     Submission("noisy_but_correct",  # warnings and stderr output cost nothing
                {KERNEL: ("    out = torch.empty_like(x)\n",
-                         "    import sys, warnings\n"
-                         "    warnings.warn('a harmless warning')\n"
-                         "    print('debug output', file=sys.stderr)\n"
+                         "    import warnings\n"
+                         "    warnings.warn('a harmless warning (on stderr)')\n"
+                         "    print('debug output')\n"
                          "    out = torch.empty_like(x)\n")},
                loses=()),
 ]
