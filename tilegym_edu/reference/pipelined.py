@@ -245,28 +245,17 @@ def matmul_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
             "dtype": str(a.dtype).removeprefix("torch.")}
 
 
-def _variant(persistent: bool):
-    return ((persistent_matmul, PERSISTENT_SPACE, persistent_matmul_kernel) if persistent else
-            (pipelined_matmul, PIPELINED_SPACE, pipelined_matmul_kernel))
-
-
-@forbidden_in_graded_calls
-def tuned_config(a: torch.Tensor, b: torch.Tensor, level: int = 1,
-                 persistent: bool = False) -> Config:
-    """The configuration tune.autotune picks for a @ b (searched once per shape; then cached):
-    for the pipelined kernel, or the persistent one with ``persistent=True``."""
-    run, space, kernel = _variant(persistent)
-    return autotune(kernel, matmul_problem(a, b), space,
-                    lambda config: run.__wrapped__(a, b, **config), level=level).config
-
-
 @forbidden_in_graded_calls
 def tuned_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1,
                  persistent: bool = False) -> torch.Tensor:
-    """a @ b at :func:`tuned_config`'s configuration: the pipelined kernel, or the persistent
-    one with ``persistent=True``."""
-    run = _variant(persistent)[0]
-    return run.__wrapped__(a, b, **tuned_config.__wrapped__(a, b, level, persistent))
+    """a @ b with the configuration tune.autotune picks for this shape (once; then cached):
+    the pipelined kernel, or the persistent one with ``persistent=True``."""
+    run, space, kernel = ((persistent_matmul, PERSISTENT_SPACE, persistent_matmul_kernel)
+                          if persistent else
+                          (pipelined_matmul, PIPELINED_SPACE, pipelined_matmul_kernel))
+    result = autotune(kernel, matmul_problem(a, b), space,
+                      lambda config: run.__wrapped__(a, b, **config), level=level)
+    return run.__wrapped__(a, b, **result.config)
 
 
 # a launch of a raw kernel inside a graded call raises too

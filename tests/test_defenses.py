@@ -1,0 +1,88 @@
+"""The walls behind the audit, each tried on its own with code the audit would have refused
+(so that a hole in the audit still finds them): outputs that are not plain tensors, Python
+arithmetic on tensor data, the course's raw kernels, and answers computed ahead for the seeds
+a test cell shows."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+from tests.adversaries import lesson_namespace, run_test_cell
+from tilegym_edu import check, grading
+from tilegym_edu.reference import matmul
+
+LESSON = "00_getting_started"
+
+
+class Agreeable(torch.Tensor):
+    """A tensor subclass whose comparisons could say anything."""
+
+
+def test_an_output_that_is_a_tensor_subclass_fails():
+    ref = torch.ones(3, dtype=torch.float64)
+    passed, _, message = check.compare_output(torch.ones(3).as_subclass(Agreeable), ref, torch.float32)
+    assert not passed and "returned Agreeable, expected a torch.Tensor" in message
+
+
+def test_python_arithmetic_on_tensor_data_is_a_shortcut():
+    x = torch.randn(4)
+    with pytest.raises(grading.LibraryShortcut, match="_local_scalar_dense"):
+        grading.guarded_call(lambda t: float(t[0]) * 2.0, (x,))
+
+
+def test_a_raw_reference_kernel_refuses_to_launch_in_a_graded_call():
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    c = torch.empty(4, 4)
+
+    def launches_the_reference(a, b):
+        matmul.naive_matmul_kernel[(4, 4)](a, b, c, 4, 4, 4, 4, 1, 4, 1, 4, 1, BLOCK_K=4)
+        return c
+
+    with pytest.raises(grading.LibraryShortcut, match="reference kernel 'naive_matmul_kernel'"):
+        grading.guarded_call(launches_the_reference, (a, b))
+    launches_the_reference(a, b)       # outside a graded call it is the course's to use
+    assert torch.allclose(c, a @ b, atol=1e-5)
+
+
+def answers_computed_ahead(honest):
+    """silu_mul(x, y) for every input the visible test cell draws (its shapes, dtypes and
+    seeds, known from the notebook), computed before the test runs; then looked up by shape
+    and order of the calls, and handed back through a copy."""
+    ahead = {}
+    for shape in [(1,), (7,), (1024,), (4097,), (37, 129)]:
+        for dtype in (torch.float32, torch.float16):
+            for seed in (0, 1, 2):
+                g = torch.Generator().manual_seed(seed)
+                x = check.random_tensor(shape, dtype, g)
+                y = check.random_tensor(shape, dtype, g)
+                ahead.setdefault((shape, dtype), []).append(honest(x, y))
+    calls = {}
+
+    def lookup(x, y):
+        key = (tuple(x.shape), x.dtype)
+        n = calls.get(key, 0)
+        calls[key] = n + 1
+        out = torch.empty_like(x)
+        out.copy_(ahead[key][n % 3])
+        return out
+    return lookup
+
+
+def test_answers_computed_ahead_for_the_visible_seeds_fail_in_a_grading_kernel(monkeypatch):
+    honest = lesson_namespace(LESSON)["silu_mul"]
+    source = "grading.assert_correct(silu_mul, silu_mul_reference, make_silu_inputs, " \
+             "[{'shape': s, 'dtype': d} for s in [(1,), (7,), (1024,), (4097,), (37, 129)] " \
+             "for d in (torch.float32, torch.float16)], tolerances={torch.float32: 1e-5})"
+    from tests import adversaries
+    monkeypatch.setattr(adversaries, "test_cell_source", lambda lesson, grade_id: source)
+    monkeypatch.delenv(grading.GRADING_ENV, raising=False)
+    run_test_cell(LESSON, "visible", {"silu_mul": answers_computed_ahead(honest)})  # it works...
+    monkeypatch.setenv(grading.GRADING_ENV, "1")
+    with pytest.raises(AssertionError, match="error above the tolerance|NaN"):  # ...not here
+        run_test_cell(LESSON, "visible", {"silu_mul": answers_computed_ahead(honest)})
+
+
+def test_triton_launch_hooks_exist_in_this_triton():
+    """The raw-kernel wall relies on JITFunction.add_pre_run_hook."""
+    assert hasattr(matmul.naive_matmul_kernel, "add_pre_run_hook"), triton.__version__
