@@ -6,7 +6,10 @@ exercises pass the audit untouched."""
 from __future__ import annotations
 
 import copy
+import importlib
 import re
+import tempfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -152,3 +155,18 @@ def test_structure_deleted_duplicated_and_added_graded_cells():
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in prepared.notebook.cells]
     assert ids.count("silu_mul_solution") == 1 and "my_bonus" not in ids and "test_bytes" in ids
     assert sum(1 for c in prepared.notebook.cells if submission.is_graded(c)) == 3
+
+
+def test_the_known_wrong_submissions_are_wrong_in_kernel_code_not_refused_by_the_audit():
+    """tests/submissions/ must test the checks, so none of them may trip the audit (a
+    refused cell would lose its points for another reason than the one it is about)."""
+    for lesson in LESSONS:
+        module = importlib.import_module(f"tests.submissions.lesson{lesson[:2]}")
+        release, names = notebook("notebooks", lesson), trusted_names(lesson)
+        for sub in module.SUBMISSIONS:
+            with tempfile.TemporaryDirectory() as folder:
+                path = sub.write(REPO / "solutions" / lesson / f"{lesson}.ipynb", Path(folder))
+                theirs = nbformat.read(path / f"{lesson}.ipynb", as_version=4)
+            prepared = submission.prepare(release, theirs)
+            assert not prepared.refused, (lesson, sub.name, prepared.refused)
+        assert names

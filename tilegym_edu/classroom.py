@@ -10,10 +10,14 @@ student's notebooks of the lesson::
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from tilegym_edu import course
 
@@ -51,14 +55,32 @@ def grade_class(lesson: str, folder: Path, root: Path | None = None,
                                        "(letters, digits, '_', '-' and '.' only): rename it"))
             continue
         try:
-            report = course.grade(lesson, folder / student, root=root, student=student,
-                                  sandboxed=sandboxed, hide=[folder])
+            with _own_cache():
+                report = course.grade(lesson, folder / student, root=root, student=student,
+                                      sandboxed=sandboxed, hide=[folder])
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the class
             results.append(ClassResult(student, error=str(exc).strip().splitlines()[0]
                                        if str(exc).strip() else type(exc).__name__))
         else:
             results.append(ClassResult(student, report))
     return results
+
+
+@contextlib.contextmanager
+def _own_cache() -> Iterator[None]:
+    """A fresh tuning cache for one student's grading (tilegym_edu.tune), so a configuration
+    one submission's autotuning chose is never what the next one's finds (in the sandbox the
+    kernel has a private one anyway; this covers --no-sandbox)."""
+    saved = os.environ.get("TILEGYM_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="tilegym-cache-") as cache:
+        os.environ["TILEGYM_CACHE_DIR"] = cache
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("TILEGYM_CACHE_DIR", None)
+            else:
+                os.environ["TILEGYM_CACHE_DIR"] = saved
 
 
 def write_csv(results: list[ClassResult], path: Path) -> None:

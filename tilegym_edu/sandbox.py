@@ -75,7 +75,8 @@ def command(hidden: Sequence[Path], visible: Sequence[Path], runtime_dir: Path) 
 
 #: the sandboxed kernel's environment: home, caches and Triton's cache in its private /tmp
 KERNEL_ENV = {"HOME": "/tmp", "XDG_CACHE_HOME": "/tmp/cache", "IPYTHONDIR": "/tmp/ipython",
-              "TRITON_CACHE_DIR": "/tmp/triton-cache", "MPLCONFIGDIR": "/tmp/matplotlib"}
+              "TRITON_CACHE_DIR": "/tmp/triton-cache", "MPLCONFIGDIR": "/tmp/matplotlib",
+              "TILEGYM_CACHE_DIR": "/tmp/tilegym_edu"}   # tuning and ceilings caches
 
 
 def kernel_spec(folder: Path, hidden: Sequence[Path], visible: Sequence[Path],

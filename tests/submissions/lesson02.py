@@ -29,7 +29,7 @@ SUBMISSIONS = [
                loses=(CORRECT,), reason="tolerance"),
     # PyTorch does the work: both cells that call tiled_matmul under the guard fail.
     Submission("library_shortcut",
-               {TILED: ("    M, K = a.shape\n", "    return torch.matmul(a, b)\n")},
+               {TILED: ("    M, K = a.shape\n", "    return torch.matmul(a, b)\n    M, K = a.shape\n")},
                loses=(CORRECT, TRAFFIC), reason="LibraryShortcut"),
     # Correct, but with 16 x 16 tiles whatever it is asked for: twice the loads of 32 x 32 tiles.
     Submission("ignores_block_sizes",
