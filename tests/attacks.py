@@ -50,6 +50,9 @@ ATTACKS = [
     Attack(2, "torch_function_off", "def {fn}(*args, **kwargs):\n"
                                     "    with torch._C.DisableTorchFunction():\n"
                                     "        return args[0]", "attribute"),
+    Attack(2, "apply_in_python", "def {fn}(*args, **kwargs):\n"
+                                 "    return args[0].apply_(lambda v: v * 2)", "attribute"),
+    Attack(2, "reexported_module", "saver = check.torch.save", "attribute"),
     # 3. read what it must not
     Attack(3, "caller_frames", "def {fn}(*args, **kwargs):\n"
                                "    probe = (i for i in [0])\n"
@@ -65,6 +68,7 @@ ATTACKS = [
     Attack(5, "gradebook", "import sqlite3", "import"),
     Attack(5, "torch_save", "torch.save([99], '.grading/gradebook.db')", "attribute"),
     Attack(5, "os", "import os\nos.remove('notebooks')", "import"),
+    Attack(5, "os_through_a_course_module", "check.torch.serialization.save([1], 'x')", "attribute"),
     Attack(5, "dunder_import", "__import__('os').system('true')", "name"),
     Attack(5, "eval", "eval(\"__import__('os')\")", "name"),
     Attack(5, "exec", "exec('x = 1')", "name"),

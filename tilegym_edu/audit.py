@@ -44,6 +44,7 @@ import builtins
 import functools
 import importlib.util
 import re
+import types
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -79,7 +80,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # str.format and format_map look up attributes named in the format string
     "format", "format_map",
     # tensor data into Python (computed outside torch, then written back)
-    "tolist", "numpy", "item", "untyped_storage", "storage",
+    "tolist", "numpy", "item", "untyped_storage", "storage", "apply_", "map_", "map2_",
+    "handle",     # the numpy data of a value in Triton's interpreter
     # the course's reference kernels and grading machinery
     "reference", "grading", "course", "classroom", "audit", "sandbox", "submission", "cli",
 })
@@ -96,7 +98,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy", "torch.frombuffer",
     "torch.from_file", "torch.from_dlpack", "torch.UntypedStorage", "torch.TypedStorage",
     "torch.autograd.graph", "torch.cuda.memory", "torch.cuda.graph", "torch.cuda.CUDAGraph",
-    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.graphs",
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
     # the course's reference kernels and its grading machinery
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
@@ -560,22 +562,19 @@ class _Auditor(ast.NodeVisitor):
             self.visit(node)
 
     def check_module_part(self, node: ast.Attribute) -> None:
+        """``a.b.c`` where ``a`` is a module: follow the chain through the real objects (a
+        module re-exports others: ``F.torch``, ``device.os``), and refuse a forbidden part of
+        a module, or an object from a module graded cells may not use."""
         dotted = _dotted(node)
         if not dotted:
             return
-        root, _, rest = dotted.partition(".")
+        root, *parts = dotted.split(".")
         module = self.module_of(root)
         if not module:
             return
-        path = f"{module}.{rest}"
-        parts = path.split(".")
-        for end in range(2, len(parts) + 1):
-            prefix = ".".join(parts[:end])
-            if prefix in FORBIDDEN_MODULE_PARTS:
-                self.refuse(node, "attribute", f"`{prefix}` is not allowed in graded cells: "
-                            "it changes global settings, reads or writes files, or makes "
-                            "tensors from Python data")
-                return
+        why = _reach(module, tuple(parts))
+        if why:
+            self.refuse(node, "attribute", f"`{dotted}` is not allowed in graded cells: {why}")
 
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
@@ -636,6 +635,49 @@ def audit(source: str, lesson: LessonNames) -> list[Refusal]:
                              statement.end_lineno or statement.lineno)
         auditor.visit(statement)
     return sorted(set(auditor.refusals), key=lambda r: (r.line, r.rule, r.message))
+
+
+#: modules whose objects a learner's cell may reach through the attributes of another module
+_ALLOWED_ROOTS = frozenset(entry.split(".")[0] for entry in ALLOWED_IMPORTS)
+
+
+def _forbidden_part(path: str) -> str | None:
+    parts = path.split(".")
+    for end in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        if prefix in FORBIDDEN_MODULE_PARTS:
+            return prefix
+    return None
+
+
+@functools.cache
+def _reach(module: str, parts: tuple[str, ...] | list[str]) -> str | None:
+    """Why reaching ``module.parts...`` is refused, or None. The chain is followed through
+    the real objects (the grader's own import of them): each module on the way restarts the
+    path at its real name, so ``F.torch.save`` is ``torch.save``; an object defined in a
+    module outside the allowed ones (``device.os``, ``tune.Path``) is refused."""
+    parts = tuple(parts)
+    path, obj = module, importlib.import_module(module)
+    for part in parts:
+        path = f"{path}.{part}"
+        found = _forbidden_part(path)
+        if found:
+            return (f"`{found}` changes global settings, reads or writes files, or makes tensors "
+                    "from Python data")
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
+            return None
+        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+        if isinstance(home, str):
+            if home.split(".")[0] not in _ALLOWED_ROOTS:
+                return f"it reaches `{home}`, which graded cells may not use"
+            found = _forbidden_part(home) if home.startswith("tilegym_edu") else None
+            if found:
+                return f"it reaches `{found}`, the course's own machinery"
+        if isinstance(obj, types.ModuleType):
+            path = obj.__name__
+    return None
 
 
 def without_refused(source: str, refusals: list[Refusal]) -> str:
