@@ -254,11 +254,20 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def _shuffle_(t: torch.Tensor, generator: torch.Generator) -> None:
-    """Permute the elements of ``t`` in place: the same values (so the same range, scale and
-    validity: token ids stay token ids), in places a precomputed answer cannot know."""
+def _shuffle_(t: torch.Tensor, generator: torch.Generator,
+              values: torch.Tensor | None = None) -> None:
+    """Write into ``t`` the elements of ``values`` (default: ``t`` itself) in a random order:
+    the same values (so the same range, scale and validity: token ids stay token ids), in
+    places a precomputed answer cannot know."""
+    source = t if values is None else values
     perm = torch.randperm(t.numel(), generator=generator).to(t.device)
-    t.copy_(t.reshape(-1)[perm].reshape(t.shape))
+    t.copy_(source.reshape(-1)[perm].reshape(t.shape))
+
+
+def _module_state(args: Sequence[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(tensor, copy) for every parameter and buffer of the torch.nn.Module arguments."""
+    return [(t, t.detach().clone()) for a in args if isinstance(a, torch.nn.Module)
+            for t in [*a.parameters(), *a.buffers()]]
 
 
 def _recover_from_failed_capture(generator: torch.Generator, rng_state: torch.Generator) -> None:
@@ -316,24 +325,27 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
 
     The candidate's timed work is its guarded call: each input set's call runs under the
     shortcut guard inside a CUDA graph capture, and the replays of those graphs are what is
-    timed. Before timing, the elements of every input tensor are shuffled in place, so the
-    replays compute on inputs the candidate never saw while it ran; afterwards the outputs of
+    timed. Before timing, every input tensor is refilled with its original elements (as they
+    were before the candidate first ran, so changing them gains nothing) in a random order, so
+    the replays compute on inputs the candidate never saw while it ran; a model argument's
+    weights must come back unchanged; afterwards the outputs of
     the timed replays are checked against ``reference`` on the shuffled inputs (a candidate
     that works in place is checked on one replay before timing). A candidate that leaves work
     on a side stream fails assert_no_work_left_behind; an impossible result is rejected.
     ``allow`` names extra torch operations the guarded call may use (as for assert_correct)."""
     require_gpu("this speed check")
     allow = tuple(allow)
+    # the inputs as given, before the candidate ever sees them (it could change them)
+    pristine = {id(t): (t, t.detach().clone())
+                for args in input_sets for t in _tensors(list(args))}
+    weights = _module_state(list({id(a): a for args in input_sets for a in args}.values()))
     guarded_call(candidate, input_sets[0], allow)  # the timed function must do its own arithmetic
     assert_no_work_left_behind(candidate, input_sets[0])
     calls = [_CapturedCall(candidate, args, allow) for args in input_sets]
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    shuffled: dict[int, torch.Tensor] = {}   # each tensor once, also one shared by input sets
-    for call in calls:
-        for t in _tensors(list(call.args)):
-            shuffled.setdefault(id(t), t)
-    for t in shuffled.values():
-        _shuffle_(t, generator)
+    for t, values in pristine.values():   # each tensor once, also one shared by input sets
+        _shuffle_(t, generator, values)
+    del pristine
     inputs = [tuple(to_reference(a) for a in call.args) for call in calls]
     in_place = [any(_shares_memory(o, t) for o in _tensors(c.output) for t in _tensors(list(c.args)))
                 for c in calls]
@@ -357,6 +369,9 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     for i, call in enumerate(calls):
         if not in_place[i]:
             outputs[i] = _detached_copy(call.output)
+    if any(not torch.equal(t, before) for t, before in weights):
+        raise AssertionError("your function changed the weights of the model it was given: "
+                             "a timed call may write only its outputs")
     for i, (args, out) in enumerate(zip(inputs, outputs)):
         passed, error, message = compare_output(out, reference(*args), dtype, tolerances)
         if not passed:

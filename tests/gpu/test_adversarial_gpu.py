@@ -132,3 +132,22 @@ def test_a_candidate_that_synchronizes_cannot_be_timed_and_is_told_why():
         run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": synchronizes})
     torch.randn(8, device="cuda")          # the failed capture left the random generator usable
     run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": honest})
+
+
+def test_a_candidate_that_zeroes_its_input_and_returns_zeros_fails():
+    """silu(x) * 0 = 0: zero y once, then return zeros without computing. The timed replays
+    run on the inputs as they were before the candidate first saw them (shuffled), so the
+    zeros are wrong there."""
+    honest, state = honest_silu_mul(), {"calls": 0}
+
+    def zeroes(x, y):
+        state["calls"] += 1
+        if state["calls"] == 1:
+            return honest(x, y)          # the guarded first call is honest
+        y.zero_()
+        out = torch.empty_like(x)
+        out.zero_()
+        return out
+
+    with pytest.raises(AssertionError, match="output of a timed run .* is wrong"):
+        run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": zeroes})
