@@ -120,6 +120,7 @@ def test_a_refused_cell_costs_only_the_tests_that_need_it_and_says_why(tmp_path)
     assert results["test_double"].points == 2
     # the import is left out; triple is still defined, so its test passes
     assert results["test_triple"].points == 1
+    assert any("left out part of triple: line 1: `import os` is not allowed" in n for n in report.notes)
     syntax = nbformat.from_dict(nb)
     syntax.cells[2].source = "def triple(x)\n    return 3 * x"
     report = course.grade("tiny", hand_in(tmp_path / "in2", syntax), root=root, student="syntax")

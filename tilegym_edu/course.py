@@ -310,6 +310,8 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
             theirs = nbformat.v4.new_notebook()
         prepared[path.stem] = submission.prepare(nbformat.read(path, as_version=4), theirs)
         notes += prepared[path.stem].notes
+        notes += [f"the grader left out part of {label}: {why}"
+                  for label, why in prepared[path.stem].refused.items()]
         nbformat.write(prepared[path.stem].notebook, submitted / path.name)
     from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
     api = _api(root)
