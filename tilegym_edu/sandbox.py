@@ -57,6 +57,18 @@ def _has_gpu_devices() -> bool:
     return any(Path("/dev").glob("nvidia*"))
 
 
+def _python_folders_in_tmp() -> list[str]:
+    """The folders this Python needs (its prefix, its import path, the course package) that
+    lie under /tmp, which the sandbox replaces by an empty one: they are bound back,
+    read-only."""
+    package = Path(__file__).resolve().parent.parent
+    folders = {str(Path(p).resolve()) for p in [sys.prefix, package, *sys.path] if p}
+    return sorted(f for f in folders
+                  if (f == "/tmp" or f.startswith("/tmp/")) and Path(f).is_dir()
+                  and not any(f != g and f.startswith(g + "/") for g in folders
+                              if g.startswith("/tmp/") and Path(g).is_dir()))
+
+
 def command(hidden: Sequence[Path], visible: Sequence[Path], runtime_dir: Path) -> list[str]:
     """The bwrap arguments that start a kernel: ``hidden`` folders become empty, ``visible``
     ones (inside hidden ones) are bound back read-only, ``runtime_dir`` is shared writable."""
@@ -64,6 +76,8 @@ def command(hidden: Sequence[Path], visible: Sequence[Path], runtime_dir: Path) 
             "--unshare-uts", "--ro-bind", "/", "/", "--proc", "/proc",
             *(["--dev-bind", "/dev", "/dev"] if _has_gpu_devices() else ["--dev", "/dev"]),
             "--tmpfs", "/tmp"]
+    for folder in _python_folders_in_tmp():     # a venv or a course that lives in /tmp
+        args += ["--ro-bind", folder, folder]
     for folder in hidden:
         if Path(folder).is_dir():
             args += ["--tmpfs", str(Path(folder).resolve())]
