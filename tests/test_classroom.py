@@ -1,11 +1,17 @@
 """Grading a class folder on a tiny two-cell lesson: each student graded, a broken notebook a
 row that says why, a CSV with points per exercise and what failed."""
 import csv
+import shutil
 
 import nbformat
 import pytest
 
 from tilegym_edu import classroom, cli, course
+
+#: class grading is sandboxed where bubblewrap is installed (make test installs it as root),
+#: and tested without the sandbox elsewhere (tests/test_structure.py tests the sandbox itself)
+HAS_BWRAP = shutil.which("bwrap") is not None
+SANDBOX_FLAG = [] if HAS_BWRAP else ["--no-sandbox"]
 
 
 def tiny_lesson(root):
@@ -42,7 +48,7 @@ def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capsys):
     submit(folder, "eve", text="{ this is not a notebook")
     monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
     out = tmp_path / "grades.csv"
-    assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(out)]) == 0
+    assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(out), *SANDBOX_FLAG]) == 0
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     assert rows["ada"]["points"] == "2" and rows["ada"]["test_double"] == "2" and rows["ada"]["problems"] == ""
     assert rows["bob"]["points"] == "0" and "test_double: failed (AssertionError: double(21) = 23)" in rows["bob"]["problems"]
@@ -71,7 +77,7 @@ def test_a_cell_that_never_finishes_loses_its_points_and_grading_goes_on(tmp_pat
     folder = tmp_path / "submissions"
     submit(folder, "ada", nb)
     monkeypatch.setattr(course, "CELL_TIMEOUT_S", 5)
-    [result] = classroom.grade_class("tiny", folder, root=root)
+    [result] = classroom.grade_class("tiny", folder, root=root, sandboxed=HAS_BWRAP)
     points = {e.exercise: (e.points, e.status) for e in result.report.exercises}
     assert points == {"test_double": (2, "passed"), "test_hangs": (0, "failed")}
     reason = next(e.reason for e in result.report.exercises if e.exercise == "test_hangs")

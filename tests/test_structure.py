@@ -7,6 +7,7 @@ outside the notebook) are refused by the audit before they can run, so these tes
 audit off (``unaudited``) to show the next walls hold on their own."""
 from __future__ import annotations
 
+import shutil
 import sqlite3
 
 import nbformat
@@ -144,8 +145,8 @@ def test_a_regrade_forgets_what_the_gradebook_held(tmp_path):
         assert db.execute("SELECT manual_score, extra_credit FROM grade").fetchall() == [(None, None)]
 
 
-needs_bwrap = pytest.mark.skipif(not __import__("shutil").which("bwrap"),
-                                 reason="bubblewrap (bwrap) is not installed here")
+needs_bwrap = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap (bwrap) is not "
+                                 "installed here: make test installs it as root (apt-get)")
 
 
 @needs_bwrap
