@@ -668,14 +668,15 @@ def _reach(module: str, parts: tuple[str, ...] | list[str]) -> str | None:
             obj = getattr(obj, part)
         except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
             return None
-        home = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+        is_module = isinstance(obj, types.ModuleType)
+        home = obj.__name__ if is_module else getattr(obj, "__module__", None)
         if isinstance(home, str):
             if home.split(".")[0] not in _ALLOWED_ROOTS:
                 return f"it reaches `{home}`, which graded cells may not use"
             found = _forbidden_part(home) if home.startswith("tilegym_edu") else None
             if found:
                 return f"it reaches `{found}`, the course's own machinery"
-        if isinstance(obj, types.ModuleType):
+        if is_module:
             path = obj.__name__
     return None
 

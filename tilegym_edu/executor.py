@@ -116,8 +116,8 @@ class ResilientExecute(Execute):
             self._replace_kernel(index)
         except CellTimeoutError:
             cell.outputs = [error_output(
-                KERNEL_UNRESPONSIVE, f"the cell ran past its time limit and did not stop when "
-                f"interrupted; its kernel was killed and replaced")]
+                KERNEL_UNRESPONSIVE, "the cell ran past its time limit and did not stop when "
+                "interrupted; its kernel was killed and replaced")]
             self._replace_kernel(index)
         cell.metadata.setdefault("tilegym", {})["seconds"] = round(time.monotonic() - start, 2)
         return cell, resources
