@@ -97,7 +97,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "torch.multiprocessing", "torch.serialization", "torch.classes", "torch.package",
     "torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy", "torch.frombuffer",
     "torch.from_file", "torch.from_dlpack", "torch.UntypedStorage", "torch.TypedStorage",
-    "torch.autograd.graph", "torch.autograd.profiler", "torch.nn.utils", "torch.cuda.memory", "torch.cuda.graph", "torch.cuda.CUDAGraph",
+    "torch.autograd.graph", "torch.autograd.profiler", "torch.nn.utils", "torch.cuda.memory",
+    "torch.cuda.graph", "torch.cuda.CUDAGraph",
     "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.graphs",
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
     # the course's reference kernels and its grading machinery
