@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on the H200 through the device tool, from the repository root: install the carried
+# Run on the H200 through the device tool, from the repository root (.carry/ built by
+# benchmarks/h200_carry.sh): install the carried
 # nbgrader wheels (.carry/whl, see grader/README.md) and bubblewrap (.carry/deb), print the
 # machine's facts, then run pytest with the given arguments; the log goes to $OUT/pytest.log.
 #   bash benchmarks/h200_session.sh tests/gpu/test_adversarial_gpu.py -x
