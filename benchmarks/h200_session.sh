@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run on the H200 through the device tool, from the repository root (.carry/ built by
-# benchmarks/h200_carry.sh): install the carried
-# nbgrader wheels (.carry/whl, see grader/README.md) and bubblewrap (.carry/deb), print the
-# machine's facts, then run pytest with the given arguments; the log goes to $OUT/pytest.log.
+# Run on the H200 through the device tool, from the repository root, with .carry/ (built by
+# benchmarks/h200_carry.sh) named in `carry`: install the carried nbgrader wheels and
+# bubblewrap, record the machine's facts, then run pytest with the given arguments. Everything
+# goes to $OUT/pytest.log as well as to the output.
 #   bash benchmarks/h200_session.sh tests/gpu/test_adversarial_gpu.py -x
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --prefix /tmp/site \
@@ -12,8 +12,11 @@ export PYTHONPATH="$PWD:$site" PATH="/tmp/site/bin:$PATH" JUPYTER_PATH=/tmp/site
 export PYTHONUNBUFFERED=1
 for deb in .carry/deb/*.deb; do dpkg -x "$deb" /tmp/debs; done
 export PATH="/tmp/debs/usr/bin:$PATH" LD_LIBRARY_PATH="/tmp/debs/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-date -u +"%Y-%m-%dT%H:%M:%SZ"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-python3 -c 'import torch, triton, nbgrader; print("torch", torch.__version__, "triton", triton.__version__, "nbgrader", nbgrader.__version__)'
-bwrap --version && bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --unshare-net true && echo "bwrap works here"
-python3 -m pytest -p no:cacheprovider -rA --durations=0 "$@" 2>&1 | tee "$OUT/pytest.log"
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  python3 -c 'import torch, triton, nbgrader; print("torch", torch.__version__, "triton", triton.__version__, "nbgrader", nbgrader.__version__)'
+  bwrap --version && bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --unshare-net true \
+    && echo "bwrap works here"
+  python3 -m pytest -p no:cacheprovider -rA --durations=0 "$@"
+} 2>&1 | tee "$OUT/pytest.log"
