@@ -30,6 +30,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
+from tilegym_edu import submission
 from tilegym_edu.progress import ProgressBar
 
 #: the error names the grade report recognises
@@ -119,7 +120,7 @@ class ResilientExecute(Execute):
                 KERNEL_UNRESPONSIVE, "the cell ran past its time limit and did not stop when "
                 "interrupted; its kernel was killed and replaced")]
             self._replace_kernel(index)
-        cell.metadata.setdefault("tilegym", {})["seconds"] = round(time.monotonic() - start, 2)
+        cell.metadata.setdefault(submission.META, {})["seconds"] = round(time.monotonic() - start, 2)
         return cell, resources
 
     def _get_timeout(self, cell):
