@@ -306,3 +306,15 @@ def test_tensor_descriptors_need_hopper_on_a_gpu(monkeypatch):
     monkeypatch.setattr(device, "info", lambda index=0: ampere)
     with pytest.raises(grading.NeedsGPU, match="compute capability 9.0 or newer.*A100 is 8.0"):
         grading.require_tensor_descriptors("the persistent matmul")
+
+
+def test_the_tensors_a_model_argument_holds_are_found_for_the_before_and_after_check():
+    """A speed cell checks that a candidate left the tensors of its non-tensor arguments alone
+    (zeroed weights would make a reference computed afterwards agree with zeros)."""
+    from tilegym_edu.reference.llama import CPU_CONFIG, Llama
+    model = Llama(CPU_CONFIG, seed=0)
+    held = grading._held_tensors([torch.zeros(3), model, 7, "text", torch.nn.Linear(3, 4)])
+    ids = {id(t) for t, _ in held}
+    assert id(model.embedding) in ids and id(model.layers[1]["w13"]) in ids and id(model.cos) in ids
+    assert len(held) == 3 + 6 * CPU_CONFIG.n_layers + 2 + 2      # the Linear: weight and bias
+    assert all(torch.equal(t, copy) and t is not copy for t, copy in held)

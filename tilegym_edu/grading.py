@@ -16,6 +16,7 @@ import math
 import os
 import time
 import tomllib
+import types
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -264,10 +265,35 @@ def _shuffle_(t: torch.Tensor, generator: torch.Generator,
     t.copy_(source.reshape(-1)[perm].reshape(t.shape))
 
 
-def _module_state(args: Sequence[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(tensor, copy) for every parameter and buffer of the torch.nn.Module arguments."""
-    return [(t, t.detach().clone()) for a in args if isinstance(a, torch.nn.Module)
-            for t in [*a.parameters(), *a.buffers()]]
+def _held_tensors(args: Sequence[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(tensor, copy) for every tensor the non-tensor arguments hold: a torch.nn.Module's
+    parameters and buffers, the tensors in an object's attributes and in its dicts and lists
+    (the lesson 06 model's weights), three levels down."""
+    found: dict[int, torch.Tensor] = {}
+
+    def walk(value: Any, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            found.setdefault(id(value), value)
+        elif depth == 0 or isinstance(value, (str, bytes, int, float, bool, type(None))):
+            return
+        elif isinstance(value, torch.nn.Module):
+            for t in [*value.parameters(), *value.buffers()]:
+                found.setdefault(id(t), t)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v, depth - 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, depth - 1)
+        elif hasattr(value, "__dict__") and not isinstance(
+                value, (types.FunctionType, types.MethodType, types.ModuleType, type)):
+            for v in vars(value).values():
+                walk(v, depth - 1)
+
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            walk(a, 3)
+    return [(t, t.detach().clone()) for t in found.values()]
 
 
 def _recover_from_failed_capture(generator: torch.Generator, rng_state: torch.Generator) -> None:
@@ -327,8 +353,8 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     shortcut guard inside a CUDA graph capture, and the replays of those graphs are what is
     timed. Before timing, every input tensor is refilled with its original elements (as they
     were before the candidate first ran, so changing them gains nothing) in a random order, so
-    the replays compute on inputs the candidate never saw while it ran; a model argument's
-    weights must come back unchanged; afterwards the outputs of
+    the replays compute on inputs the candidate never saw while it ran; the tensors a
+    non-tensor argument holds (a model's weights) must come back unchanged; afterwards the outputs of
     the timed replays are checked against ``reference`` on the shuffled inputs (a candidate
     that works in place is checked on one replay before timing). A candidate that leaves work
     on a side stream fails assert_no_work_left_behind; an impossible result is rejected.
@@ -338,7 +364,7 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     # the inputs as given, before the candidate ever sees them (it could change them)
     pristine = {id(t): (t, t.detach().clone())
                 for args in input_sets for t in _tensors(list(args))}
-    weights = _module_state(list({id(a): a for args in input_sets for a in args}.values()))
+    weights = _held_tensors(list({id(a): a for args in input_sets for a in args}.values()))
     guarded_call(candidate, input_sets[0], allow)  # the timed function must do its own arithmetic
     assert_no_work_left_behind(candidate, input_sets[0])
     calls = [_CapturedCall(candidate, args, allow) for args in input_sets]
@@ -370,8 +396,8 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
         if not in_place[i]:
             outputs[i] = _detached_copy(call.output)
     if any(not torch.equal(t, before) for t, before in weights):
-        raise AssertionError("your function changed the weights of the model it was given: "
-                             "a timed call may write only its outputs")
+        raise AssertionError("your function changed tensors it was given inside another argument "
+                             "(the model's weights): a timed call may write only its outputs")
     for i, (args, out) in enumerate(zip(inputs, outputs)):
         passed, error, message = compare_output(out, reference(*args), dtype, tolerances)
         if not passed:
