@@ -137,6 +137,19 @@ def test_a_cuda_body_must_stay_inside_its_kernel(body, problem):
     assert (found is None) if problem is None else (problem in found), found
 
 
+def test_an_edited_lesson_cell_runs_after_the_lessons_own_version():
+    release = notebook("notebooks", "00_getting_started")
+    theirs = notebook("solutions", "00_getting_started")
+    demo = next(c for c in theirs.cells if c.get("id") == "cell-06")
+    original = demo.source
+    demo.source = original + "\nprint('mine')"
+    cells = submission.prepare(release, theirs).notebook.cells
+    at = next(i for i, c in enumerate(cells) if c.get("id") == "cell-06")
+    assert cells[at].source == original and submission.learner_label(cells[at]) is None
+    assert "\nprint('mine')\n" in cells[at + 1].source        # audited like any code of theirs
+    assert submission.learner_label(cells[at + 1]) == "your edit of lesson cell cell-06"
+
+
 def test_structure_deleted_duplicated_and_added_graded_cells():
     release = notebook("notebooks", "00_getting_started")
     theirs = notebook("solutions", "00_getting_started")
@@ -153,6 +166,7 @@ def test_structure_deleted_duplicated_and_added_graded_cells():
     assert any("`silu_mul_solution` appears 2 times" in n for n in prepared.notes)
     assert any("`my_bonus` is not part of the lesson" in n for n in prepared.notes)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in prepared.notebook.cells]
+    assert len(prepared.notebook.cells) == len(release.cells) + 1     # + the extra cell's code
     assert ids.count("silu_mul_solution") == 1 and "my_bonus" not in ids and "test_bytes" in ids
     assert sum(1 for c in prepared.notebook.cells if submission.is_graded(c)) == 3
 

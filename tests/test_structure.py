@@ -59,12 +59,15 @@ def test_a_kernel_that_dies_costs_only_its_cell(tmp_path, unaudited):
         cell("assert double(21) == 42", "test_double", 2),
         cell("import os\ndef boom():\n    os._exit(3)", "boom"),
         cell("boom()", "test_boom", 1),
-        cell("assert double(2) == 4", "test_after", 1)])
+        cell("assert double(2) == 4", "test_after", 1),
+        cell("boom()", "test_boom_again", 1),              # the first boom is not replayed
+        cell("assert double(3) == 6", "test_last", 1)])
     report = course.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="dies")
     results = by_id(report)
-    assert results["test_double"].points == 2 and results["test_after"].points == 1
-    assert results["test_boom"].points == 0
+    assert [results[t].points for t in ("test_double", "test_after", "test_last")] == [2, 1, 1]
+    assert results["test_boom"].points == results["test_boom_again"].points == 0
     assert "the kernel died (exit status 3) while running this cell" in results["test_boom"].reason
+    assert "the kernel died" in results["test_boom_again"].reason
 
 
 def test_a_cell_that_swallows_the_interrupt_is_stopped_and_the_rest_is_graded(tmp_path, unaudited,

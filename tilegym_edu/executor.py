@@ -88,6 +88,7 @@ class ResilientExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._restarts = 0
+        self._lethal: set[int] = set()   # cells that took a kernel down: not replayed
         self._given_up = ""
         name = (resources or {}).get("unique_key") or "notebook"
         self._progress = ProgressBar(f"grading {name}", enabled=self.show_progress,
@@ -114,11 +115,13 @@ class ResilientExecute(Execute):
             cause = _CAUSES.get(-code if code and code < 0 else (code or 0) - 128, "")
             cell.outputs = [error_output(KERNEL_DIED, f"the kernel died ({what}) while running "
                                          f"this cell{': ' + cause if cause else ''}")]
+            self._lethal.add(index)
             self._replace_kernel(index)
         except CellTimeoutError:
             cell.outputs = [error_output(
                 KERNEL_UNRESPONSIVE, "the cell ran past its time limit and did not stop when "
                 "interrupted; its kernel was killed and replaced")]
+            self._lethal.add(index)
             self._replace_kernel(index)
         cell.metadata.setdefault(submission.META, {})["seconds"] = round(time.monotonic() - start, 2)
         return cell, resources
@@ -139,7 +142,8 @@ class ResilientExecute(Execute):
             return None
 
     def _replace_kernel(self, index: int) -> None:
-        """A fresh kernel with the state of cells 0..index-1 (run again, outputs discarded)."""
+        """A fresh kernel with the state of cells 0..index-1 (run again, outputs discarded;
+        cells that took a kernel down are not run again)."""
         self._restarts += 1
         if self._restarts > self.max_restarts:
             self._given_up = (f"not run: the kernel was replaced {self.max_restarts} times, "
@@ -149,7 +153,8 @@ class ResilientExecute(Execute):
         cells = list(self.nb.cells)        # nbclient puts each executed cell back in its place
         try:
             for i, earlier in enumerate(cells[:index]):
-                if earlier.cell_type == "code" and earlier.source.strip():
+                if (earlier.cell_type == "code" and earlier.source.strip()
+                        and i not in self._lethal):
                     self.execute_cell(copy.deepcopy(earlier), i, store_history=False)
         except (DeadKernelError, CellTimeoutError):
             self._given_up = ("not run: the kernel died again while the cells before this one "

@@ -119,11 +119,14 @@ def prepare(release: NotebookNode, submitted: NotebookNode) -> Prepared:
             else:
                 cell.source = mine.source
             _take_learner_code(cell, key, names, result)
-        elif (cell.cell_type == "code" and not _nbgrader(lesson_cell) and mine is not None
-              and mine.source != lesson_cell.source):
-            cell.source = mine.source
-            _take_learner_code(cell, f"edited lesson cell {key}", names, result)
         cells.append(cell)
+        if (cell.cell_type == "code" and not _nbgrader(lesson_cell) and mine is not None
+                and mine.source != lesson_cell.source):
+            # the lesson's version runs (later cells may need what it defines), then the edit
+            edit = NotebookNode(cell_type="code", source=mine.source, outputs=[],
+                                execution_count=None, metadata=NotebookNode())
+            _take_learner_code(edit, f"your edit of lesson cell {key}", names, result)
+            cells.append(edit)
         cells += _learner_cells(key, added_after, names, result)
     result.notebook.cells = cells
     return result
