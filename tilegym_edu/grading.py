@@ -324,11 +324,10 @@ class _CapturedCall:
             # outputs once before the timed replays instead
             with torch.cuda.graph(self.graph):
                 self.output = guarded_call(candidate, args, allow, poison=False)
-        except LibraryShortcut:
-            _recover_from_failed_capture(generator, rng_state)
-            raise
         except Exception as exc:  # noqa: BLE001 - any capture failure: say what it means
             _recover_from_failed_capture(generator, rng_state)
+            if isinstance(exc, LibraryShortcut):
+                raise
             raise AssertionError(
                 f"your function could not be timed: capturing it in a CUDA graph failed "
                 f"({explain(exc)}). A timed call must only queue GPU work on the current "
