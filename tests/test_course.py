@@ -1,7 +1,10 @@
 """Course plumbing: notebooks/ is what nbgrader makes of solutions/, notebooks are committed
 clean, and the command line reports errors in one line with exit status 2."""
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 
 import nbformat
@@ -113,3 +116,39 @@ def test_an_error_raised_outside_the_checks_gets_its_hint_in_the_grade_table():
                                       "CUDA error: an illegal memory access was encountered "
                                       "[the kernel read or wrote outside its tensors (a load ...]"}]}
     assert course._error_of(wrapped)[1].count("outside its tensors") == 1
+
+
+@pytest.mark.slow
+def test_one_exercise_is_graded_alone_with_what_it_needs(course_copy):
+    solution = course_copy / "solutions" / "00_getting_started"
+    report = course.grade("00_getting_started", solution, root=course_copy, student="exercise",
+                          exercise="test_bytes")
+    assert [(e.exercise, e.points, e.status) for e in report.exercises] == [("test_bytes", 2, "passed")]
+    assert report.max_points == 2 and any("only test_bytes was graded" in n for n in report.notes)
+    ran = nbformat.read(course_copy / ".grading" / "autograded" / "exercise" / "00_getting_started"
+                        / "00_getting_started.ipynb", as_version=4)
+    graded = [c.metadata.nbgrader["grade_id"] for c in ran.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded == ["test_bytes"]          # nbgrader did not put the other tests back
+    assert not any("demo" in c.metadata.get("tags", []) for c in ran.cells)
+
+
+def test_an_unknown_exercise_is_a_one_line_error_listing_the_exercises(course_copy, monkeypatch, capsys):
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(course_copy))
+    assert cli.main(["grade", "00_getting_started", "--exercise", "test_nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no exercise 'test_nope'" in err and "test_silu_mul_correct, test_bytes" in err
+
+
+@pytest.mark.slow
+def test_grading_shows_the_learner_nothing_to_act_on_but_the_grade(course_copy):
+    """No SQLAlchemy session warnings from nbgrader's gradebook, no kernel transport warning,
+    no nbgrader log lines: stderr holds the progress lines alone."""
+    done = subprocess.run([sys.executable, "-m", "tilegym_edu.cli", "grade", "00_getting_started",
+                           "--submission", str(course_copy / "solutions" / "00_getting_started"),
+                           "--no-sandbox"],
+                          env={**os.environ, "TILEGYM_COURSE_ROOT": str(course_copy)},
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr        # the GPU cell needs a GPU
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("grading 00_getting_started") for line in lines), lines
+    assert "largest error" in done.stdout

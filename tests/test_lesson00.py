@@ -48,3 +48,22 @@ def test_feedback_shows_the_failing_case_but_no_hidden_test_code(reports):
         assert "BEGIN HIDDEN TESTS" not in page and HIDDEN_NOTE in page
     failing = html.unescape(open(reports["tail_not_covered"].feedback[0]).read())
     assert "case (shape=" in failing and "first bad element" in failing
+
+
+def test_table_json_and_feedback_show_what_each_check_measured(reports):
+    import html
+    report = reports["solution"]
+    correct = by_exercise(report)["test_silu_mul_correct"]
+    assert correct.figure.startswith("largest error") and "tolerance" in correct.figure
+    [figure] = [f for f in correct.figures if f["kind"] == "error"][-1:]
+    assert 0 <= figure["value"] <= figure["tolerance"] and figure["checks"] > 0
+    assert "measured" in report.format_table() and correct.figure in report.format_table()
+    assert report.to_dict()["exercises"][0]["figures"] == correct.figures
+    assert correct.figure.split(" (")[0] in html.unescape(open(report.feedback[0]).read())
+    assert by_exercise(report)["test_bytes"].figure == ""     # a byte count: nothing measured
+
+
+def test_grading_skips_the_demonstrations(reports):
+    ran = " ".join(c.cell for c in reports["solution"].cells)
+    assert "n_small" not in ran and "setup" in ran and "test_bytes" in ran
+    assert reports["solution"].seconds > sum(c.seconds for c in reports["solution"].cells) > 0

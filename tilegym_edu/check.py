@@ -42,6 +42,7 @@ class CaseResult:
     passed: bool
     error: float | None = None        # relative error, when the output could be compared
     message: str = ""                 # why it failed (empty when it passed)
+    tolerance: float | None = None    # the largest relative error accepted for its dtype
 
     def describe(self) -> str:
         params = ", ".join(f"{k}={_show(v)}" for k, v in self.case.items())
@@ -106,6 +107,12 @@ def first_bad_index(out: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[i
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(index), out.shape)) if out.dim() else ()
 
 
+def tolerance(dtype: torch.dtype, tolerances: Mapping[torch.dtype, float] | None = None) -> float:
+    """The largest relative error accepted for an output of ``dtype``: ``tolerances`` where it
+    names the dtype, else :data:`TOLERANCES`; 0 (exact) for integers and bools."""
+    return {**TOLERANCES, **(tolerances or {})}.get(dtype, 0.0)
+
+
 def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
                    tolerances: Mapping[torch.dtype, float] | None = None
                    ) -> tuple[bool, float | None, str]:
@@ -119,7 +126,7 @@ def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
         return False, None, f"returned dtype {_show(out.dtype)}, expected {_show(dtype)}"
     if out.numel() == 0:
         return True, 0.0, ""
-    tol = {**TOLERANCES, **(tolerances or {})}.get(dtype, 0.0)  # integers and bools: exact
+    tol = tolerance(dtype, tolerances)
     error = relative_error(out, ref)
     finite = bool(torch.isfinite(out.detach()).all())
     if finite and error <= tol:
@@ -175,7 +182,8 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
                        if o is not None and not torch.equal(a, o)]
             if passed and changed:
                 passed, message = False, f"modified its input argument(s) {changed}"
-            results.append(CaseResult(case, seed, passed, error, message))
+            results.append(CaseResult(case, seed, passed, error, message,
+                                      tolerance(case["dtype"], tolerances)))
     return results
 
 

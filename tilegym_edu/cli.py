@@ -4,6 +4,7 @@
     tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
     tilegym-edu lab --instructor       the same at the course root, with nbgrader's formgrader
     tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
+    tilegym-edu grade LESSON --exercise ID   only that exercise (and what it needs)
     tilegym-edu grade LESSON --submission FOLDER   someone else's notebook, in a sandbox
     tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook,
                                        each in a sandbox (--no-sandbox: only for trusted work)
@@ -20,6 +21,7 @@ import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import quote
 
 from tilegym_edu import course
 
@@ -71,18 +73,30 @@ INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader",
 LEARNER_CONFIG = Path(__file__).resolve().parent / "jupyter" / "learner"
 
 
+def running_as_root() -> bool:
+    """Whether this process runs as root (common in containers), which jupyter server refuses
+    without --allow-root."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def lab_command(root: Path, extra: list[str], instructor: bool = False) -> list[str]:
-    """JupyterLab on 127.0.0.1 with Jupyter's token authentication; ``extra`` arguments
-    (e.g. ``--ip``) override. The learner's opens notebooks/ with the first lesson and without
-    nbgrader's instructor tools; the instructor's opens the course root with all of them."""
+    """JupyterLab on 127.0.0.1 with Jupyter's token authentication (and --allow-root when
+    running as root); ``extra`` arguments (e.g. ``--ip``) override. The learner's serves
+    notebooks/ without nbgrader's instructor tools, and the URL it prints (with ?token=) opens
+    the first lesson: that URL's path is ``LabApp.default_url`` (JupyterLab overrides
+    ``ServerApp.default_url``; a notebook passed as an argument only steers a browser that
+    jupyter opens itself). The instructor's serves the course root with all the tools."""
     command = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1"]
+    allow_root = ["--allow-root"] if running_as_root() else []
     if instructor:
-        return [*command, f"--ServerApp.root_dir={root}", *extra]
-    first = sorted((root / "notebooks").glob("00_*/*.ipynb"))
+        return [*command, f"--ServerApp.root_dir={root}", *allow_root, *extra]
+    notebooks = root / "notebooks"
+    first = sorted(notebooks.glob("00_*/*.ipynb"))[:1]
     disabled = ", ".join(f"'{name}': False" for name in INSTRUCTOR_SERVER_EXTENSIONS)
-    return [*command, f"--ServerApp.root_dir={root / 'notebooks'}",
-            f"--ServerApp.jpserver_extensions={{{disabled}}}",
-            *[str(p) for p in first[:1]], *extra]
+    return [*command, f"--ServerApp.root_dir={notebooks}",
+            f"--ServerApp.jpserver_extensions={{{disabled}}}", *allow_root,
+            *[f"--LabApp.default_url=/lab/tree/{quote(p.relative_to(notebooks).as_posix())}"
+              for p in first], *extra]
 
 
 def lab_environment(instructor: bool = False) -> dict[str, str]:
@@ -100,6 +114,9 @@ def lab(args: argparse.Namespace) -> int:
     who = "instructor (formgrader on)" if args.instructor else "learner"
     print(f"Starting JupyterLab, {who} set-up, on 127.0.0.1 with token authentication: open "
           "the URL with ?token=... that it prints below.")
+    if running_as_root():
+        print("Running as root (common in containers): JupyterLab is started with --allow-root, "
+              "since Jupyter refuses root without it.")
     return subprocess.call(lab_command(course.course_root(), args.jupyter_args, args.instructor),
                            env=lab_environment(args.instructor))
 
@@ -120,7 +137,7 @@ def _sandbox_wanted(args: argparse.Namespace, default: bool) -> bool:
 
 def grade(args: argparse.Namespace) -> int:
     folder = Path(args.submission) if args.submission else None
-    report = course.grade(args.lesson, folder,
+    report = course.grade(args.lesson, folder, exercise=args.exercise,
                           sandboxed=_sandbox_wanted(args, default=folder is not None))
     print(course.report_json(report) if args.json else report.format_table())
     return 0 if report.points >= report.max_points else 1
@@ -168,6 +185,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--submission", metavar="FOLDER",
                    help="grade the notebooks in FOLDER instead (someone else's: sandboxed)")
+    g.add_argument("--exercise", metavar="ID",
+                   help="grade only this exercise (a graded cell's id, as in the table) and "
+                        "what it needs")
     _sandbox_flags(g)
     g.set_defaults(run=grade)
     gc = sub.add_parser("grade-class", help="instructors: grade every student's notebook of a "

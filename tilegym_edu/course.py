@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,8 +31,8 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
-from tilegym_edu import executor, sandbox, submission
-from tilegym_edu.check import hints
+from tilegym_edu import executor, figures, sandbox, submission
+from tilegym_edu.check import NOT_WRITTEN, hints
 from tilegym_edu.feedback import HideHiddenTests
 
 #: the student id self-grading uses
@@ -81,14 +83,19 @@ def configure(c: Config, root: Path) -> Config:
     return c
 
 
-def _api(root: Path) -> NbGraderAPI:
+def _api(root: Path, whole_lessons: bool = True) -> NbGraderAPI:
+    """nbgrader's API on the course; ``whole_lessons=False`` when the notebooks graded hold
+    only some of the lesson's graded cells on purpose (``grade(exercise=...)``), which nbgrader
+    would otherwise put back and run."""
     # nbgrader runs the `alembic` executable, and the grading kernel's spec runs `python`:
     # both must be this environment's, also when it is not activated.
     bin_dir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     (root / ".grading").mkdir(exist_ok=True)
-    return NbGraderAPI(config=configure(Config(), root))
+    config = configure(Config(), root)
+    config.OverwriteCells.add_missing_cells = whole_lessons
+    return NbGraderAPI(config=config)
 
 
 def lessons(root: Path | None = None) -> list[str]:
@@ -144,6 +151,17 @@ class ExerciseResult:
     status: str            # "passed", "failed" or "needs GPU"
     reason: str = ""       # the error that cost the points (empty when passed)
     seconds: float | None = None   # how long the cell ran
+    figure: str = ""       # what it measured, closest to failing (tilegym_edu.figures.summary)
+    figures: list[dict] = field(default_factory=list)   # every figure it reported
+
+
+@dataclass(frozen=True)
+class CellTime:
+    """How long one cell of the graded notebook ran."""
+
+    notebook: str
+    cell: str              # the grade id, the learner's cell's label, or "cell N: first line"
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,8 @@ class GradeReport:
     exercises: list[ExerciseResult] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)   # feedback HTML files
     notes: list[str] = field(default_factory=list)      # what the grader ignored or refused
+    cells: list[CellTime] = field(default_factory=list)  # every code cell that ran, in order
+    seconds: float = 0.0   # the whole grading, wall clock
 
     @property
     def points(self) -> float:
@@ -168,16 +188,26 @@ class GradeReport:
         return {**asdict(self), "points": self.points, "max_points": self.max_points}
 
     def format_table(self) -> str:
-        header = ("exercise", "points", "status", "reason")
-        rows = [(e.exercise, f"{e.points:g}/{e.max_points:g}", e.status, e.reason)
+        header = ("exercise", "points", "status", "measured", "reason")
+        rows = [(e.exercise, f"{e.points:g}/{e.max_points:g}", e.status, e.figure, e.reason)
                 for e in self.exercises]
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
         lines = [f"{self.lesson} (graded as '{self.student}')"]
         for row in [header, *rows]:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-        lines.append(f"total: {self.points:g}/{self.max_points:g}")
+            lines.append(("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  "
+                          + row[4]).rstrip())
+        lines.append(f"total: {self.points:g}/{self.max_points:g} ({self.seconds:.0f} s)")
         lines += [f"note: {note}" for note in self.notes]
         lines += [f"feedback: {path}" for path in self.feedback]
+        return "\n".join(lines)
+
+    def format_profile(self, top: int = 10) -> str:
+        """The ``top`` slowest cells and what they took of the whole grading."""
+        ran = sum(c.seconds for c in self.cells)
+        lines = [f"where the {self.seconds:.1f} s went ({ran:.1f} s running cells, the rest "
+                 "starting kernels, nbgrader and feedback); slowest cells:"]
+        for c in sorted(self.cells, key=lambda c: -c.seconds)[:top]:
+            lines.append(f"  {c.seconds:7.1f} s  {c.cell}")
         return "\n".join(lines)
 
 
@@ -193,25 +223,50 @@ def _error_of(cell) -> tuple[str, str]:
     return "", ""
 
 
-def _reason(ename: str, reason: str, failed_before: list[tuple[str, str]]) -> str:
-    """The reason a graded cell shows: timeouts said plainly, and a name the learner's code
-    should have defined traced to the learner's cell that failed before it."""
+def _reason(ename: str, reason: str, failed_before: list[tuple[str, str]],
+            skipped_names: set[str]) -> str:
+    """The reason a graded cell shows: timeouts and placeholders said plainly, and a name the
+    learner's code should have defined traced to the learner's cell that failed before it, or
+    to a cell grading skips."""
     if ename == "KeyboardInterrupt":   # how nbclient stops a cell past its time limit
         return (f"the cell ran past its time limit ({CELL_TIMEOUT_S} s a cell, "
                 f"{NOTEBOOK_TIMEOUT_S} s the notebook) and was interrupted: look for a "
                 "kernel or loop that never finishes, or sizes too large for this machine")
+    if ename == "NotImplementedError" and reason == ename:   # the blank exercise's placeholder
+        return NOT_WRITTEN.removeprefix("raised ")
+    name = re.search(r"name '(\w+)' is not defined", reason)
+    if name and name.group(1) in skipped_names:
+        return (f"{reason} (only a cell grading skips defines `{name.group(1)}`: a "
+                "demonstration, or with --exercise a cell that exercise does not need; define "
+                "what your code uses in your own cells)")
     if ename == "NameError" and failed_before:
         label, why = failed_before[-1]
         return f"{reason} (because {label} failed earlier: {why})"
     return reason
 
 
+def _cell_name(cell, number: int) -> str:
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    return (cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            or submission.learner_label(cell) or f"cell {number}: {first[:60]}")
+
+
+def _cell_times(autograded: Path, notebook: str) -> list[CellTime]:
+    nb = nbformat.read(autograded, as_version=4)
+    return [CellTime(notebook, _cell_name(cell, n), seconds)
+            for n, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            and (seconds := cell.get("metadata", {}).get(submission.META, {}).get("seconds"))
+            is not None]
+
+
 def _results(autograded: Path, notebook: str, lesson: str, student: str, gradebook: Gradebook,
-             missing: set[str]) -> list[ExerciseResult]:
-    """Every graded cell of the lesson's notebook, scored from nbgrader's automatic grades
-    (manual scores and extra credit in the gradebook count for nothing here)."""
+             prepared: submission.Prepared, exercise: str | None) -> list[ExerciseResult]:
+    """Every graded cell of the lesson's notebook (or only ``exercise``), scored from
+    nbgrader's automatic grades (manual scores and extra credit in the gradebook count for
+    nothing here)."""
     nb = nbformat.read(autograded, as_version=4)
     grades = {g.name: g for g in gradebook.find_submission_notebook(notebook, lesson, student).grades}
+    missing = prepared.missing
     results, failed_before = [], []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -219,12 +274,12 @@ def _results(autograded: Path, notebook: str, lesson: str, student: str, gradebo
         label = submission.learner_label(cell)
         if label and ename:
             failed_before.append((label, reason))
-        if not meta.get("grade"):
+        if not meta.get("grade") or exercise not in (None, meta["grade_id"]):
             continue
         grade_id = meta["grade_id"]
         grade = grades[grade_id]
         score, max_score = grade.auto_score or 0.0, grade.max_score
-        reason = _reason(ename, reason, failed_before)
+        reason = _reason(ename, reason, failed_before, prepared.skipped_names)
         if grade_id in missing:
             score, ename = 0.0, "missing"
             reason = ("this graded cell was deleted from your notebook: copy it back from a "
@@ -237,8 +292,9 @@ def _results(autograded: Path, notebook: str, lesson: str, student: str, gradebo
             status = "failed"
             reason = reason or "no points (the cell produced no error: check its output)"
         seconds = cell.get("metadata", {}).get(submission.META, {}).get("seconds")
+        measured = [] if grade_id in missing else figures.read(cell)
         results.append(ExerciseResult(notebook, grade_id, score, max_score, status, reason,
-                                      seconds))
+                                      seconds, figures.summary(measured), measured))
     return results
 
 
@@ -256,8 +312,7 @@ def _forget_submission(root: Path, lesson: str, student: str) -> None:
     """Remove ``student``'s earlier grading of ``lesson`` from the gradebook, so nothing it
     left there (a score, a comment, extra credit) survives a regrade."""
     with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook, \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")      # nbgrader's SQLAlchemy session warnings
+            _quiet_gradebook():
         try:
             gradebook.remove_submission(lesson, student)
         except MissingEntry:
@@ -277,14 +332,17 @@ def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing:
 
 def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
           student: str = STUDENT, sandboxed: bool = False,
-          hide: Sequence[Path] = ()) -> GradeReport:
+          hide: Sequence[Path] = (), exercise: str | None = None) -> GradeReport:
     """Autograde the learner's notebooks of ``lesson`` (default: the folder
     ``notebooks/<lesson>``) as ``student``, write feedback HTML, and report per exercise.
 
     What runs is built from the released lesson with the learner's code put in
     (:func:`tilegym_edu.submission.prepare`): the learner's files are never modified, notebooks
-    that are not part of the lesson are ignored with a note, and every graded cell of the
-    lesson is reported, so the total is always out of the lesson's full points."""
+    that are not part of the lesson are ignored with a note, demonstration cells are skipped,
+    and every graded cell of the lesson is reported, so the total is always out of the
+    lesson's full points. With ``exercise`` (a graded cell's id), only that cell and what it
+    needs run, and only it is reported."""
+    started = time.monotonic()
     root = root or course_root()
     _require_lesson(lesson, root)
     source = Path(submission_folder) if submission_folder else root / "notebooks" / lesson
@@ -292,10 +350,18 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     if not handed_in:
         raise CourseError(f"no notebooks to grade in {source}")
     released = release(lesson, root)
-    lesson_notebooks = sorted(released.glob("*.ipynb"))
-    names = {p.name for p in lesson_notebooks}
+    lesson_notebooks = {p.stem: nbformat.read(p, as_version=4)
+                        for p in sorted(released.glob("*.ipynb"))}
+    if exercise is not None:
+        known = [g for nb in lesson_notebooks.values() for g in submission.graded_ids(nb)]
+        if exercise not in known:
+            raise CourseError(f"lesson {lesson} has no exercise '{exercise}'; its exercises: "
+                              f"{', '.join(known)}")
+        lesson_notebooks = {name: nb for name, nb in lesson_notebooks.items()
+                            if exercise in submission.graded_ids(nb)}
+    names = {f"{name}.ipynb" for name in lesson_notebooks}
     notes = [f"{path.name} is not part of lesson {lesson}: ignored"
-             for path in handed_in if path.name not in names]
+             for path in handed_in if path.name not in names and exercise is None]
     submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in
                            if path.name in names}
     _forget_submission(root, lesson, student)
@@ -303,38 +369,54 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     shutil.rmtree(submitted, ignore_errors=True)
     submitted.mkdir(parents=True)
     prepared = {}
-    for path in lesson_notebooks:
-        theirs = submitted_notebooks.get(path.name)
+    for name, lesson_nb in lesson_notebooks.items():
+        theirs = submitted_notebooks.get(f"{name}.ipynb")
         if theirs is None:
-            notes.append(f"{path.name} is missing from {source}: graded as an empty notebook")
+            notes.append(f"{name}.ipynb is missing from {source}: graded as an empty notebook")
             theirs = nbformat.v4.new_notebook()
-        prepared[path.stem] = submission.prepare(nbformat.read(path, as_version=4), theirs)
-        notes += prepared[path.stem].notes
+        prepared[name] = submission.prepare(lesson_nb, theirs, exercise)
+        notes += prepared[name].notes
         notes += [f"the grader left out part of {label}: {why}"
-                  for label, why in prepared[path.stem].refused.items()]
-        nbformat.write(prepared[path.stem].notebook, submitted / path.name)
+                  for label, why in prepared[name].refused.items()]
+        nbformat.write(prepared[name].notebook, submitted / f"{name}.ipynb")
+    if exercise is not None:
+        notes.append(f"only {exercise} was graded (with the cells it needs): grade the whole "
+                     "lesson for its total")
     from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
-    api = _api(root)
+    api = _api(root, whole_lessons=exercise is None)
     os.environ[GRADING_ENV] = "1"      # the grading kernel inherits it (grading.graded_seeds)
     autograded_dir = root / ".grading" / "autograded" / student / lesson
     autograded_dir.mkdir(parents=True, exist_ok=True)
     kernel_box = (sandbox.sandboxed([root / "solutions", root / ".grading", *hide],
                                     [autograded_dir]) if sandboxed else contextlib.nullcontext())
     try:
-        with kernel_box:
+        with kernel_box, _quiet_gradebook():
             _run(api.autograde(lesson, student, force=True, create=True), "autograde")
+            for name, p in prepared.items():
+                _zero_missing(root, lesson, student, name, p.missing)
+            _run(api.generate_feedback(lesson, student, force=True), "generate_feedback")
     finally:
         del os.environ[GRADING_ENV]
-    for name, p in prepared.items():
-        _zero_missing(root, lesson, student, name, p.missing)
-    _run(api.generate_feedback(lesson, student, force=True), "generate_feedback")
-    exercises, feedback = [], []
-    with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook:
+    exercises, feedback, cells = [], [], []
+    with Gradebook(f"sqlite:///{root / '.grading' / 'gradebook.db'}") as gradebook, \
+            _quiet_gradebook():
         for name, p in prepared.items():
-            autograded = root / ".grading" / "autograded" / student / lesson / f"{name}.ipynb"
-            exercises += _results(autograded, name, lesson, student, gradebook, p.missing)
+            autograded = autograded_dir / f"{name}.ipynb"
+            exercises += _results(autograded, name, lesson, student, gradebook, p, exercise)
+            cells += _cell_times(autograded, name)
             feedback.append(str(root / ".grading" / "feedback" / student / lesson / f"{name}.html"))
-    return GradeReport(lesson, student, exercises, feedback, notes)
+    return GradeReport(lesson, student, exercises, feedback, notes, cells,
+                       round(time.monotonic() - started, 2))
+
+
+@contextlib.contextmanager
+def _quiet_gradebook():
+    """nbgrader's gradebook raises SQLAlchemy session warnings on every grading that say
+    nothing a learner can act on: keep them off the learner's screen."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"nbgrader\..*")
+        warnings.filterwarnings("ignore", message=r".*not in session.*")
+        yield
 
 
 def report_json(report: GradeReport) -> str:

@@ -25,7 +25,7 @@ import torch
 import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tilegym_edu import bench, device
+from tilegym_edu import bench, device, figures
 from tilegym_edu.check import Case, check, compare_output, explain, to_reference
 
 
@@ -129,19 +129,22 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
                    tolerances: Mapping[torch.dtype, float] | None = None,
                    allow: Iterable[str] = ()) -> None:
     """Fail with the first failing case (and how many failed) unless ``fn`` matches
-    ``reference`` on every case and seed; print a one-line summary when it does.
+    ``reference`` on every case and seed; either way, show the largest error (a figure).
     Arguments as for :func:`tilegym_edu.check.check`; ``allow`` names extra torch operations
     the call may use."""
     allow = tuple(allow)
     results = check(fn, reference, make_inputs, list(cases), graded_seeds(seeds),
                     tolerances=tolerances, call=lambda f, args: guarded_call(f, args, allow))
+    compared = [r for r in results if r.error is not None]
+    if compared:
+        worst = max(compared, key=lambda r: r.error / r.tolerance if r.tolerance else
+                    (0.0 if r.error == 0 else float("inf")))
+        figures.emit(figures.error(worst.error, worst.tolerance, len(compared)))
     failed = [r for r in results if not r.passed]
     if failed:
         more = "".join(f"\n  also: {r.describe()}" for r in failed[1:4])
         raise AssertionError(f"{len(failed)} of {len(results)} checks failed. First: "
                              f"{failed[0].describe()}{more}")
-    worst = max((r.error for r in results if r.error is not None), default=0.0)
-    print(f"passed {len(results)} checks (cases x seeds); largest relative error {worst:.2g}")
 
 
 def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:
@@ -166,6 +169,7 @@ class Threshold:
     h200: float             # what the reference solution measured on an H200
     margin: str             # why the minimum sits where it does relative to the H200 figure
     source: str             # where the H200 figure is recorded
+    versus: str = "baseline"  # what it is measured against, in a word or two: "cuDNN", "copy"
 
 
 def threshold(lesson: str, name: str) -> Threshold:
@@ -176,6 +180,7 @@ def threshold(lesson: str, name: str) -> Threshold:
     except KeyError:
         raise KeyError(f"no threshold {lesson}.{name} in tilegym_edu/thresholds.toml") from None
     return Threshold(lesson=lesson, name=name, minimum=row["minimum"], metric=row["metric"],
+                     versus=row["versus"],
                      h200=row["h200"], margin=row["margin"], source=row["source"])
 
 
@@ -422,9 +427,10 @@ def assert_ratio(ratio: float, limit: Threshold) -> None:
     verdict = "passed" if ratio >= limit.minimum else "too slow"
     message = (f"{verdict}: {limit.metric} = {ratio:.2f}, threshold {limit.minimum:.2f} "
                f"(the reference solution reached {limit.h200:.2f} on an H200)")
+    figures.emit(figures.ratio(ratio, limit.minimum, limit.versus, f"{limit.lesson}.{limit.name}"),
+                 shown=message)
     if ratio < limit.minimum:
         raise AssertionError(message)
-    print(message)
 
 
 def copy_baseline(nbytes: int) -> Callable[[], Any]:

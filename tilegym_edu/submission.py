@@ -16,9 +16,19 @@ What the structure of a submission cannot change:
 * a duplicated cell is graded once (the first copy), and each copy is named in a note;
 * a cell with grading metadata the lesson does not have earns nothing: its metadata is
   dropped (the code still runs, audited, like any cell the learner added), with a note.
+
+What grading leaves out:
+
+* demonstrations: lesson cells tagged ``demo`` (sweeps, backend comparisons, plots) run when
+  the learner runs the notebook but not when it is graded; nothing graded depends on them
+  (tests/test_demonstrations.py checks that no other cell reads a name only they bind).
+  A learner's edit of one is left out with them, with a note;
+* with ``exercise=``, everything but that graded cell and what it needs: the cells before it,
+  less the other graded cells (unless it reads a name one of them binds) and demonstrations.
 """
 from __future__ import annotations
 
+import ast
 import copy
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,6 +41,8 @@ from tilegym_edu import audit
 REFUSED_ERROR = "SubmissionRefused"
 #: cell metadata key for what the grader knows about a cell
 META = "tilegym"
+#: the cell tag of a demonstration, which grading skips
+DEMO_TAG = "demo"
 
 
 def _nbgrader(cell: NotebookNode) -> dict:
@@ -52,6 +64,53 @@ def is_graded(cell: NotebookNode) -> bool:
     return bool(_nbgrader(cell).get("grade"))
 
 
+def is_demonstration(cell: NotebookNode) -> bool:
+    return DEMO_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def names_of(source: str) -> tuple[set[str], set[str]]:
+    """(bound, needed): the names a cell's code binds anywhere in it (assignments,
+    definitions, imports, loop and ``with`` targets), and the names it reads that no earlier
+    top-level statement of the cell binds, which must come from an earlier cell (a guess
+    that errs towards needing more: a function that calls one defined after it needs it).
+    Code that does not parse binds and needs nothing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    bound, needed = set(), set()
+    for statement in tree.body:
+        here, scoped, read = _bound_and_read(statement)
+        # `x = f(x)` reads the x of before; in a loop, a `with` or a definition, the names
+        # it binds are its own, and so are a lambda's arguments and a comprehension's names
+        own = scoped if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)) else here
+        needed |= read - bound - own
+        bound |= here
+    return bound, needed
+
+
+def _bound_and_read(tree: ast.AST) -> tuple[set[str], set[str], set[str]]:
+    """(bound, scoped, read) in ``tree``: ``scoped`` are the names bound only inside a
+    lambda's or comprehension's own scope."""
+    bound, scoped, read = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        if isinstance(node, ast.Lambda):
+            scoped.update(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
+        elif isinstance(node, ast.comprehension):
+            scoped.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    return bound, scoped, read
+
+
 def learner_label(cell: NotebookNode) -> str | None:
     """The name the grade report gives a cell of the learner's code, or None for the
     lesson's own cells."""
@@ -66,6 +125,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)        # one line each, for the report
     missing: set[str] = field(default_factory=set)        # graded cells deleted by the learner
     refused: dict[str, str] = field(default_factory=dict)  # learner cell -> why it was refused
+    skipped_names: set[str] = field(default_factory=set)   # bound only by cells left out
 
 
 def refused_source(source: str, refusals: list[audit.Refusal], why: str) -> str:
@@ -76,8 +136,17 @@ def refused_source(source: str, refusals: list[audit.Refusal], why: str) -> str:
             f"raise {REFUSED_ERROR}({why!r})\n")
 
 
-def prepare(release: NotebookNode, submitted: NotebookNode) -> Prepared:
-    """The notebook to grade for ``submitted``, built on ``release`` (see the module doc)."""
+def graded_ids(release: NotebookNode) -> list[str]:
+    """The grade ids of a lesson notebook's graded cells, in order."""
+    return [_key(c) for c in release.cells if is_graded(c)]
+
+
+def prepare(release: NotebookNode, submitted: NotebookNode,
+            exercise: str | None = None) -> Prepared:
+    """The notebook to grade for ``submitted``, built on ``release`` (see the module doc);
+    with ``exercise`` (a grade id of ``release``), only that graded cell and what it needs."""
+    if exercise is not None and exercise not in graded_ids(release):
+        raise ValueError(f"no graded cell `{exercise}` in this notebook")
     lesson_cells = {_key(c): c for c in release.cells}
     names = audit.lesson_names(c.source for c in release.cells
                                if c.cell_type == "code" and not is_solution(c))
@@ -108,6 +177,14 @@ def prepare(release: NotebookNode, submitted: NotebookNode) -> Prepared:
     cells = [*_learner_cells(None, added_after, names, result)]
     for lesson_cell in release.cells:
         key = _key(lesson_cell)
+        if is_demonstration(lesson_cell):
+            if key in theirs and theirs[key].source != lesson_cell.source:
+                result.notes.append(f"your edit of demonstration cell `{key}` is not graded "
+                                    "(grading skips demonstrations): move code you need into "
+                                    "a cell of your own")
+            result.skipped_names |= names_of(lesson_cell.source)[0]
+            cells += _learner_cells(key, added_after, names, result)
+            continue
         cell = copy.deepcopy(lesson_cell)
         if is_graded(lesson_cell) and key not in theirs:
             result.missing.add(key)
@@ -128,8 +205,30 @@ def prepare(release: NotebookNode, submitted: NotebookNode) -> Prepared:
             _take_learner_code(edit, f"your edit of lesson cell {key}", names, result)
             cells.append(edit)
         cells += _learner_cells(key, added_after, names, result)
+    if exercise is not None:
+        cells = _needed_by(exercise, cells, result)
+        result.missing &= {exercise}
+        labels = {learner_label(c) for c in cells}
+        result.refused = {k: v for k, v in result.refused.items() if k in labels}
+    kept = set().union(*(names_of(c.source)[0] for c in cells if c.cell_type == "code"))
+    result.skipped_names -= kept
     result.notebook.cells = cells
     return result
+
+
+def _needed_by(exercise: str, cells: list[NotebookNode], result: Prepared) -> list[NotebookNode]:
+    """The cells up to graded cell ``exercise`` less the other graded cells it does not read a
+    name of; the names only the left-out cells bind go to ``result.skipped_names``."""
+    end = next(i for i, c in enumerate(cells) if _key(c) == exercise and is_graded(c))
+    kept, needed = [cells[end]], names_of(cells[end].source)[1]
+    for cell in reversed(cells[:end]):
+        bound, read = names_of(cell.source) if cell.cell_type == "code" else (set(), set())
+        if is_graded(cell) and not bound & needed:
+            result.skipped_names |= bound
+            continue
+        kept.append(cell)
+        needed |= read
+    return kept[::-1]
 
 
 def _learner_cells(after: str | None, added_after: dict, names: audit.LessonNames,

@@ -25,6 +25,10 @@ SUBMISSIONS = [
     Submission("eager_bytes_forgets_intermediate",
                {BYTES: ("return (2 + 3) * n * element_size", "return 3 * n * element_size")},
                loses=("test_bytes",), reason="eager_bytes"),
+    Submission("uses_a_demonstration_name",   # n_small is bound only by a demo cell
+               {BYTES: ("return (2 + 3) * n * element_size",
+                        "return (2 + 3) * n * element_size * n_small // n_small")},
+               loses=("test_bytes",), reason="only a cell grading skips defines `n_small`"),
     Submission("noisy_but_correct",  # warnings and stderr output cost nothing
                {KERNEL: ("    out = torch.empty_like(x)\n",
                          "    import warnings\n"

@@ -1,0 +1,43 @@
+"""tilegym_edu.figures: what a graded check measured, carried from the test cell to the table."""
+import nbformat
+
+from tilegym_edu import figures
+
+
+def _cell(*datas):
+    return nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("display_data", data=data) for data in datas])
+
+
+def test_figures_read_back_from_a_cell_rebuilt_from_their_numbers():
+    speed = figures.ratio(0.8, 0.5, "cuDNN", "05_convolution.conv_vs_cudnn")
+    assert speed["text"] == "0.80x cuDNN (needs 0.50)"
+    err = figures.error(float("nan"), 3e-3, 12)
+    as_kernel_sends = {**err, "value": "nan"}           # the kernel's JSON has no NaN
+    forged = {**speed, "value": 9.0, "text": "9.00x cuDNN (needs 0.50)"}
+    cell = _cell({figures.MIME: speed, "text/plain": speed["text"]},
+                 {figures.MIME: as_kernel_sends}, {"text/plain": "not a figure"},
+                 {figures.MIME: {"kind": "ratio", "value": "fast"}}, {figures.MIME: forged})
+    found = figures.read(cell)
+    assert [f["kind"] for f in found] == ["ratio", "error", "ratio"]
+    assert found[0] == speed and found[2]["text"] == "9.00x cuDNN (needs 0.50)"
+    assert str(found[1]["value"]) == "nan"
+
+
+def test_summary_shows_per_kind_the_figure_closest_to_failing():
+    layers = [figures.ratio(0.96, 0.5, "cuDNN", "x"), figures.ratio(0.76, 0.5, "cuDNN", "x"),
+              figures.ratio(0.77, 0.5, "cuDNN", "x")]
+    errors = [figures.error(1e-4, 3e-3, 4), figures.error(1e-3, 2e-2, 4),
+              figures.error(0.0, 0.0, 2)]
+    assert figures.summary(layers) == "0.76x cuDNN (needs 0.50)"
+    assert figures.summary(errors) == "largest error 0.001 (tolerance 0.02, 4 checks)"  # 1/20 of it
+    assert figures.summary([*errors, figures.error(float("nan"), 3e-3, 1)]).startswith(
+        "largest error nan")
+    assert figures.summary(layers + errors[:1]) == (  # one of each kind
+        "0.76x cuDNN (needs 0.50); largest error 0.0001 (tolerance 0.003, 4 checks)")
+    assert figures.summary([]) == ""
+
+
+def test_outside_a_kernel_a_figure_is_a_printed_line(capsys):
+    figures.emit(figures.ratio(1.2, 1.0, "eager PyTorch", "x"))
+    assert capsys.readouterr().out == "1.20x eager PyTorch (needs 1.00)\n"
