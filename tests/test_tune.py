@@ -327,3 +327,18 @@ def test_a_cache_hit_is_cheap_and_follows_a_new_space_object():
                                     grid=SPACE.grid)
     assert tune.autotune(kernel_a, PROBLEM, same_configs, lambda c: None, measure=gpu,
                          progress=False).from_cache  # same candidates: same key
+
+
+def test_a_problem_too_small_to_gain_is_not_tuned_and_says_why():
+    """The correctness checks' small shapes: the default runs in microseconds, so no other
+    candidate is even compiled."""
+    launched = []
+    gpu = SyntheticGPU({cfg(64): 0.01, cfg(128): 0.005, cfg(32): 0.02})
+    result = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu, progress=False)
+    assert result.config == SPACE.default and launched == [SPACE.default] and gpu.calls == 1
+    assert "not tuned" in result.note and "0.010 ms" in result.note
+    assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu).from_cache
+    # with the bar lowered, the same problem is tuned and the faster candidate wins
+    tuned = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu, cache=False,
+                          progress=False, min_ms=0.001)
+    assert tuned.config == cfg(128)

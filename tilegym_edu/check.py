@@ -138,12 +138,12 @@ def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
     return False, error, f"{what}; first bad element {list(where)}: got {got:.6g}, expected {want:.6g}{unwritten}"
 
 
-def to_reference(value: Any) -> Any:
-    """Inputs as the reference sees them: float tensors in float64 on the CPU."""
+def to_reference(value: Any, on: str | torch.device = "cpu") -> Any:
+    """Inputs as the reference sees them: float tensors in float64, on the CPU (or ``on``)."""
     if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.detach().to("cpu", torch.float64)
+        return value.detach().to(on, torch.float64)
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return value.detach().to(on)
     return value
 
 

@@ -32,7 +32,8 @@ def ratio(value: float, needs: float, versus: str, name: str) -> dict:
 def error(value: float, tolerance: float, checks: int) -> dict:
     """A correctness figure: the largest relative error of ``checks`` compared outputs."""
     return {"kind": "error", "value": value, "tolerance": tolerance, "checks": checks,
-            "text": f"largest error {value:.2g} (tolerance {tolerance:.2g}, {checks} checks)"}
+            "text": f"largest error {value:.2g} (tolerance {tolerance:.2g}, "
+                    f"{checks} check{'' if checks == 1 else 's'})"}
 
 
 def emit(figure: dict, shown: str | None = None) -> None:
@@ -84,8 +85,16 @@ def _margin(figure: dict) -> float:
 
 def summary(figures: Iterable[dict]) -> str:
     """One line for the grade table: per kind, the figure closest to failing (the slowest
-    layer, the largest error), e.g. ``0.80x cuDNN (needs 0.50)``."""
+    layer, the largest error, counting the checks of every error figure), e.g.
+    ``0.80x cuDNN (needs 0.50)``."""
     figures = list(figures)
-    closest = [min((f for f in figures if f["kind"] == kind), key=_margin)
-               for kind in ("ratio", "error") if any(f["kind"] == kind for f in figures)]
-    return "; ".join(f["text"] for f in closest)
+    shown = []
+    for kind in ("ratio", "error"):
+        of_kind = [f for f in figures if f["kind"] == kind]
+        if of_kind:
+            closest = min(of_kind, key=_margin)
+            if kind == "error":
+                closest = error(closest["value"], closest["tolerance"],
+                                sum(f["checks"] for f in of_kind))
+            shown.append(closest["text"])
+    return "; ".join(shown)

@@ -359,7 +359,8 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     were before the candidate first ran, so changing them gains nothing) in a random order, so
     the replays compute on inputs the candidate never saw while it ran; the tensors a
     non-tensor argument holds (a model's weights) must come back unchanged; afterwards the outputs of
-    the timed replays are checked against ``reference`` on the shuffled inputs (a candidate
+    the timed replays are checked against ``reference`` on the shuffled inputs (in float64 on
+    the GPU, or the CPU where the GPU has no room for it; a candidate
     that works in place is checked on one replay before timing). A candidate that leaves work
     on a side stream fails assert_no_work_left_behind; an impossible result is rejected.
     ``allow`` names extra torch operations the guarded call may use (as for assert_correct)."""
@@ -376,7 +377,7 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     for t, values in pristine.values():   # each tensor once, also one shared by input sets
         _shuffle_(t, generator, values)
     del pristine
-    inputs = [tuple(to_reference(a) for a in call.args) for call in calls]
+    inputs = [tuple(to_reference(a, device.DEVICE) for a in call.args) for call in calls]
     in_place = [any(_shares_memory(o, t) for o in _tensors(c.output) for t in _tensors(list(c.args)))
                 for c in calls]
     outputs: list[Any] = [None] * len(calls)
@@ -403,7 +404,8 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
         raise AssertionError("your function changed tensors it was given inside another argument "
                              "(the model's weights): a timed call may write only its outputs")
     for i, (args, out) in enumerate(zip(inputs, outputs)):
-        passed, error, message = compare_output(out, reference(*args), dtype, tolerances)
+        passed, error, message = compare_output(out, _reference_output(reference, args),
+                                                dtype, tolerances)
         if not passed:
             raise AssertionError(f"the output of a timed run (input set {i}, its elements "
                                  f"shuffled after your function was captured) is wrong: {message}")
@@ -412,6 +414,17 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
             raise AssertionError(f"measurement of '{m.name}' rejected: {m.problem}")
     bench.print_table(measurements, baseline="yours")
     return measurements
+
+
+def _reference_output(reference: Callable[..., torch.Tensor], args: Sequence[Any]) -> torch.Tensor:
+    """``reference`` on float64 inputs, on the GPU: a speed check's problems are large, and
+    float64 on the CPU takes seconds to minutes where the GPU takes milliseconds. Where the
+    GPU has no room for it, on the CPU."""
+    try:
+        return reference(*args).cpu()
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return reference(*(to_reference(a) for a in args))
 
 
 def _detached_copy(value: Any) -> Any:

@@ -2,6 +2,9 @@
 
 How a search goes (:func:`autotune`):
 
+0. **Small problems are not tuned**: when the default configuration runs in under
+   :data:`TUNE_ABOVE_MS`, it is the answer (launch overhead dominates such a problem, and
+   compiling every candidate would cost seconds to save microseconds).
 1. **Candidates** come from a :class:`SearchSpace` at a *level*: 0 is the hand-written default
    alone, 1 a small list worth trying on any GPU (under a minute), 2 the full grid of every
    combination, capped. Each candidate is first put to a pruning predicate that rejects what
@@ -42,6 +45,11 @@ from tilegym_edu.ceilings import cache_path as _ceilings_cache_path
 
 LEVELS = {0: "the hand-written default", 1: "a small space (tunes in under a minute)",
           2: "the full grid, pruned and capped"}
+#: a problem whose default configuration runs faster than this (milliseconds) is not tuned:
+#: launch overhead (~5 µs) is a large part of its time, so the best configuration could save
+#: microseconds, while compiling the candidates costs seconds (the correctness checks' small,
+#: odd shapes are all such problems)
+TUNE_ABOVE_MS = 0.05
 
 
 class Config(Mapping[str, int]):
@@ -363,11 +371,27 @@ def _compile_all(configs: Sequence[Config], launch: Callable[[Config], object],
     return working, failed
 
 
+def _too_small_to_tune(kept: Sequence[Config], default: Config,
+                       launch: Callable[[Config], object], measure: Measure,
+                       min_ms: float) -> float | None:
+    """The default configuration's median time (ms) if it is a candidate here, runs, and is
+    under ``min_ms``; else None (then the problem is tuned)."""
+    if default not in kept:
+        return None
+    try:
+        launch(default)          # compiles it
+        device.synchronize()
+    except Exception:  # noqa: BLE001  (the tuning that follows records why it failed)
+        return None
+    median = statistics.median(measure([default])[default])
+    return median if median < min_ms else None
+
+
 def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
              launch: Callable[[Config], object], *, level: int = 1, cache: bool = True,
              progress: bool = True, measure: Measure | None = None,
              resources: Resources | None = None, max_rounds: int = 4,
-             slack: float = 0.05) -> TuneResult:
+             slack: float = 0.05, min_ms: float = TUNE_ABOVE_MS) -> TuneResult:
     """The fastest configuration of ``kernel`` for ``problem`` on this GPU.
 
     ``problem`` names what the best configuration depends on (e.g. M, N, K and dtype);
@@ -375,7 +399,8 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     ``level`` picks the search space (0, 1, 2: see SearchSpace). ``cache=False`` searches
     again even when a result is stored. ``resources`` defaults to this GPU's limits;
     ``measure`` defaults to GPU timing (in interpreter mode, without one, the default
-    configuration is returned untimed).
+    configuration is returned untimed). A problem whose default configuration runs in under
+    ``min_ms`` is not tuned (:data:`TUNE_ABOVE_MS`): the default is returned, with a note.
     """
     key = _memoized_key(kernel, problem, space, level)
     if cache:
@@ -397,6 +422,15 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     if not kept:
         raise RuntimeError(f"every configuration of level {level} was pruned; the first: "
                            f"{pruned[0][0]}: {pruned[0][1]}")
+    small = _too_small_to_tune(kept, space.default, launch, measure or gpu_measure(launch),
+                               min_ms)
+    if small is not None:
+        result = TuneResult(space.default, level, (Trial(space.default, "winner"),), False,
+                            time.perf_counter() - start, facts.name if facts else "interpreter",
+                            note=f"not tuned: the default configuration runs in {small:.3f} ms, "
+                                 f"under {min_ms} ms, where tuning could save microseconds")
+        _store(key, result)
+        return result
     working, failed = _compile_all(kept, launch, bar)
     winner, raced = race(working, measure or gpu_measure(launch), max_rounds=max_rounds,
                          slack=slack, on_round=lambda r, alive: bar.show(
