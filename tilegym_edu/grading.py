@@ -266,7 +266,10 @@ def _shuffle_(t: torch.Tensor, generator: torch.Generator,
     the same values (so the same range, scale and validity: token ids stay token ids), in
     places a precomputed answer cannot know."""
     source = t if values is None else values
-    perm = torch.randperm(t.numel(), generator=generator).to(t.device)
+    # drawn where t lives: on the CPU a permutation of 10^8 elements takes seconds
+    where = torch.Generator(device=t.device).manual_seed(
+        int(torch.randint(0, 2**62, (1,), generator=generator)))
+    perm = torch.randperm(t.numel(), generator=where, device=t.device)
     t.copy_(source.reshape(-1)[perm].reshape(t.shape))
 
 
