@@ -12,6 +12,7 @@ Poisoning: outputs a function allocates while it is checked are filled with NaN 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -187,9 +188,23 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
     return results
 
 
+#: tensors of at least this many elements are drawn on the GPU (a speed check's inputs): the
+#: CPU draws about 10^7 float64 normals a second, 15 s for lesson 04's six attention inputs
+DRAW_ON_GPU_FROM = 1 << 20
+
+
 def random_tensor(shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator,
                   scale: float = 1.0) -> torch.Tensor:
     """Standard-normal values (times ``scale``) on the lesson's device: never zeros, never a
-    pattern a wrong kernel could match by luck."""
-    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64) * scale
+    pattern a wrong kernel could match by luck. Drawn from ``generator`` on the CPU, in
+    float64; a large tensor on a GPU is drawn there, from a generator seeded by ``generator``
+    (the same seed gives the same values on the same kind of device)."""
+    shape = tuple(shape)
+    if device.ON_GPU and math.prod(shape) >= DRAW_ON_GPU_FROM:
+        there = torch.Generator(device=device.DEVICE).manual_seed(
+            int(torch.randint(0, 2**62, (1,), generator=generator)))
+        draw = torch.float64 if dtype == torch.float64 else torch.float32
+        return (torch.randn(shape, generator=there, dtype=draw, device=device.DEVICE)
+                * scale).to(dtype)
+    values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale
     return values.to(dtype).to(device.DEVICE)

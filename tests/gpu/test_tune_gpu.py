@@ -29,14 +29,14 @@ def test_level_1_search_times_every_candidate_and_is_cached():
     launch = lambda config: pipelined.pipelined_matmul.__wrapped__(a, b, **config)  # noqa: E731
     problem = pipelined.matmul_problem(a, b)
     result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
-                           launch)
+                           launch, min_ms=0)      # tuned whatever its size
     print(result.table())
     assert not result.from_cache and result.config in pipelined.PIPELINED_SPACE.configs(1)
     assert all(t.samples_ms for t in result.trials)  # level 1 fits this GPU: all raced
     assert all(c is not None for c in result.sm_clock_mhz)
     start = time.perf_counter()
     again = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
-                          launch)
+                          launch, min_ms=0)
     assert again.from_cache and again.config == result.config
     assert time.perf_counter() - start < 0.05
     out = launch(result.config)
@@ -50,7 +50,8 @@ def test_a_configuration_the_compiler_refuses_is_recorded_not_fatal():
                           "BLOCK_K": 128, "num_stages": 5})
     space = tune.SearchSpace(default=tune.Config(**pipelined.PIPELINED_DEFAULT), small=[huge])
     result = tune.autotune(pipelined.pipelined_matmul_kernel, pipelined.matmul_problem(a, b),
-                           space, lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c))
+                           space, lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c),
+                           min_ms=0)
     status = {t.config: t.status for t in result.trials}
     assert status[huge].startswith("failed: OutOfResources"), status[huge]
     assert result.config == space.default
@@ -63,3 +64,11 @@ def test_this_gpus_limits_prune_what_cannot_fit():
     assert kept and pruned
     for config, reason in pruned:
         assert "shared memory" in reason or "registers" in reason or "cap" in reason
+
+
+def test_a_problem_that_runs_in_microseconds_is_not_tuned():
+    a, b = inputs(256)
+    problem = pipelined.matmul_problem(a, b)
+    result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
+                           lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c))
+    assert result.config == pipelined.PIPELINED_SPACE.default and "not tuned" in result.note
