@@ -126,3 +126,17 @@ def test_documented_nbgrader_export_writes_into_dot_grading():
                 if re.match(r"\s*(\$ )?nbgrader export", line)]
     assert commands, "the instructor docs show how to export the grades"
     assert all("--to .grading/" in line for line in commands), commands
+
+
+def test_grade_profile_prints_the_slowest_cells(monkeypatch, capsys):
+    report = course.GradeReport("04_flash_attention", "learner", [
+        course.ExerciseResult("nb", "test_softmax_correct", 4, 4, "passed", figure="largest error 1e-4")],
+        [], [], [course.CellTime("nb", "setup", 4.0), course.CellTime("nb", "test_softmax_correct", 9.5),
+                 course.CellTime("nb", "cell 3: x = 1", 0.1)], 21.0)
+    monkeypatch.setattr(course, "grade", lambda *a, **k: report)
+    assert cli.main(["grade", "04_flash_attention", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "largest error 1e-4" in out and "(21 s)" in out
+    assert "where the 21.0 s went (13.6 s running cells" in out
+    slowest = out[out.index("slowest cells:"):].splitlines()[1:]
+    assert "test_softmax_correct" in slowest[0] and "setup" in slowest[1]

@@ -342,3 +342,27 @@ def test_a_problem_too_small_to_gain_is_not_tuned_and_says_why():
     tuned = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu, cache=False,
                           progress=False, min_ms=0.001)
     assert tuned.config == cfg(128)
+
+
+def test_inside_a_correctness_check_nothing_is_tuned_or_stored():
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    launched = []
+    with tune.defaults_only():
+        result = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu)
+    assert result.config == SPACE.default and "correctness check" in result.note
+    assert launched == [] and gpu.calls == 0
+    tuned = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu, progress=False)
+    assert not tuned.from_cache and tuned.config == cfg(128)    # nothing was stored
+    with tune.defaults_only():                                  # a tuned problem keeps its winner
+        assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu).config == cfg(128)
+
+
+def test_inside_a_correctness_check_a_default_that_cannot_fit_gives_way():
+    big = tune.Config(BLOCK=4096, num_warps=4, num_stages=3)
+    space = tune.SearchSpace(default=big, small=[cfg(64)],
+                             prune=lambda c, p, r: "too big" if c["BLOCK"] > 1024 else None)
+    tiny = tune.Resources(shared_bytes=1024)
+    with tune.defaults_only():
+        result = tune.autotune(kernel_a, PROBLEM, space, lambda c: None,
+                               measure=SyntheticGPU({}), resources=tiny)
+    assert result.config == cfg(64)

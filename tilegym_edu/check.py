@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from tilegym_edu import device
+from tilegym_edu import device, tune
 
 #: largest relative error ‖out − ref‖ / ‖ref‖ accepted for an output of each dtype (other dtypes,
 #: integers and bools, must match exactly). float32 has room for Triton's tl.dot, which uses tf32
@@ -159,7 +159,9 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
     drawn with ``generator`` (on the CPU) and moved to the lesson's device. ``reference`` gets
     the same arguments as float64 CPU tensors. The expected output dtype is ``case["dtype"]``.
     ``call(fn, args)`` runs ``fn`` (the grader passes one that guards against shortcuts).
-    Returns one CaseResult per case and seed, in order.
+    Calls run under :func:`tilegym_edu.tune.defaults_only`: a kernel that autotunes runs its
+    default configuration here, not a search per case. Returns one CaseResult per case and
+    seed, in order.
     """
     results = []
     for case in cases:
@@ -169,7 +171,8 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
             ref = reference(*(to_reference(a) for a in args))
             originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
             try:
-                out = call(fn, args) if call else fn(*args)
+                with tune.defaults_only():      # correctness does not depend on tuning
+                    out = call(fn, args) if call else fn(*args)
                 if device.ON_GPU:
                     torch.cuda.synchronize()
             except NotImplementedError:

@@ -5,6 +5,7 @@
     tilegym-edu lab --instructor       the same at the course root, with nbgrader's formgrader
     tilegym-edu grade LESSON [--json]  grade your notebook of LESSON (never modifies it)
     tilegym-edu grade LESSON --exercise ID   only that exercise (and what it needs)
+    tilegym-edu grade LESSON --profile       also the slowest cells: where the time went
     tilegym-edu grade LESSON --submission FOLDER   someone else's notebook, in a sandbox
     tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook,
                                        each in a sandbox (--no-sandbox: only for trusted work)
@@ -140,6 +141,8 @@ def grade(args: argparse.Namespace) -> int:
     report = course.grade(args.lesson, folder, exercise=args.exercise,
                           sandboxed=_sandbox_wanted(args, default=folder is not None))
     print(course.report_json(report) if args.json else report.format_table())
+    if args.profile and not args.json:      # the JSON holds every cell's time anyway
+        print(report.format_profile())
     return 0 if report.points >= report.max_points else 1
 
 
@@ -185,6 +188,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.add_argument("--submission", metavar="FOLDER",
                    help="grade the notebooks in FOLDER instead (someone else's: sandboxed)")
+    g.add_argument("--profile", action="store_true",
+                   help="also print the slowest cells and where the grading's time went")
     g.add_argument("--exercise", metavar="ID",
                    help="grade only this exercise (a graded cell's id, as in the table) and "
                         "what it needs")

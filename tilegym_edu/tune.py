@@ -2,9 +2,12 @@
 
 How a search goes (:func:`autotune`):
 
-0. **Small problems are not tuned**: when the default configuration runs in under
-   :data:`TUNE_ABOVE_MS`, it is the answer (launch overhead dominates such a problem, and
-   compiling every candidate would cost seconds to save microseconds).
+0. **What is not tuned**: inside a correctness check (:func:`defaults_only`, which
+   :func:`tilegym_edu.check.check` applies) the default configuration runs, or the first
+   candidate that fits this GPU: correctness does not depend on speed, and tuning each odd
+   little shape cost lesson 05 minutes of compiling. And when the default configuration runs
+   in under :data:`TUNE_ABOVE_MS`, it is the answer (launch overhead dominates such a
+   problem, and compiling every candidate would cost seconds to save microseconds).
 1. **Candidates** come from a :class:`SearchSpace` at a *level*: 0 is the hand-written default
    alone, 1 a small list worth trying on any GPU (under a minute), 2 the full grid of every
    combination, capped. Each candidate is first put to a pruning predicate that rejects what
@@ -26,6 +29,8 @@ Clocks are read before and after (never set). In interpreter mode there is nothi
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime
 import hashlib
 import inspect
@@ -373,6 +378,21 @@ def _compile_all(configs: Sequence[Config], launch: Callable[[Config], object],
     return working, failed
 
 
+_DEFAULTS_ONLY = contextvars.ContextVar("tilegym_edu.tune.defaults_only", default=False)
+
+
+@contextlib.contextmanager
+def defaults_only():
+    """Within it, :func:`autotune` searches nothing: a problem already tuned keeps its
+    cached configuration, any other runs the default (or the first candidate that fits this
+    GPU) and is not stored. Correctness checks run in it."""
+    token = _DEFAULTS_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _DEFAULTS_ONLY.reset(token)
+
+
 def _too_small_to_tune(kept: Sequence[Config], default: Config,
                        launch: Callable[[Config], object], measure: Measure,
                        min_ms: float) -> float | None:
@@ -416,6 +436,12 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
                                "is used")
     resources = resources or Resources.of_gpu()
     facts = device.info()
+    if _DEFAULTS_ONLY.get():
+        kept, _ = space.candidates(level, problem, resources)
+        chosen = space.default if space.default in kept or not kept else kept[0]
+        return TuneResult(chosen, level, (Trial(chosen, "winner"),), False, 0.0,
+                          facts.name if facts else "interpreter",
+                          note="inside a correctness check: not tuned")
     shape = ", ".join(f"{k}={v}" for k, v in problem.items())
     bar = ProgressBar(f"tuning {kernel_name(kernel)} ({shape})",
                     progress)
