@@ -5,7 +5,8 @@
 #   make grade    grade your own notebook:  make grade LESSON=00_getting_started
 #                 one exercise of it:  make grade LESSON=04_flash_attention EXERCISE=test_softmax_correct
 #   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
-#   make notebooks  regenerate notebooks/ from solutions/ (maintainers; overwrites learner copies)
+#   make notebooks  rebuild solutions/ from the lesson sources (solutions/*/*.py), then notebooks/
+#                 (maintainers; overwrites learner copies)
 
 PYTHON ?= python3
 VENV   := .venv

@@ -21,6 +21,25 @@ def test_lessons_are_the_folders_of_solutions():
     assert all((REPO / "notebooks" / lesson).is_dir() for lesson in course.lessons(REPO))
 
 
+@pytest.mark.parametrize("lesson", course.lessons(REPO))
+def test_each_solutions_notebook_is_exactly_what_its_source_builds(lesson, tmp_path):
+    """solutions/<lesson>/<lesson>.py is the lesson's source; the notebook beside it is built
+    from it (`make notebooks`), byte for byte."""
+    shutil.copytree(REPO / "solutions" / lesson, tmp_path / "solutions" / lesson)
+    [built] = course.build_solutions(lesson, tmp_path)
+    committed = REPO / "solutions" / lesson / built.name
+    assert built.read_bytes() == committed.read_bytes(), (
+        f"{committed} differs from its source {committed.with_suffix('.py').name}: edit the .py "
+        "and run `make notebooks`, or, to keep edits made in the notebook, `tilegym-edu generate "
+        f"--from-notebooks {lesson}`")
+
+
+def test_a_lesson_source_is_never_released(tmp_path):
+    shutil.copytree(REPO / "solutions" / "00_getting_started", tmp_path / "solutions" / "00_getting_started")
+    released = course.release("00_getting_started", tmp_path)
+    assert sorted(p.name for p in released.iterdir()) == ["00_getting_started.ipynb"]
+
+
 def test_learner_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
     shutil.copytree(REPO / "solutions", tmp_path / "solutions")
     generated = course.generate(root=tmp_path)

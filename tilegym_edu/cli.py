@@ -9,7 +9,9 @@
     tilegym-edu grade LESSON --submission FOLDER   someone else's notebook, in a sandbox
     tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook,
                                        each in a sandbox (--no-sandbox: only for trusted work)
-    tilegym-edu generate [LESSON ...]  regenerate notebooks/ from solutions/ (maintainers)
+    tilegym-edu generate [LESSON ...]  rebuild solutions/ from the lesson sources (.py), then
+                                       notebooks/ from solutions/ (maintainers; --from-notebooks:
+                                       the sources from edited solutions/ notebooks)
 
 Exit status: 0 done, 1 grading ran and not every point was earned, 2 a usage or course error.
 """
@@ -159,7 +161,12 @@ def grade_class(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    for path in course.generate(args.lessons or None):
+    if args.from_notebooks:
+        paths = [p for lesson in args.lessons or course.lessons()
+                 for p in course.write_sources(lesson)]
+    else:
+        paths = course.generate(args.lessons or None)
+    for path in paths:
         print(f"wrote {path}")
     return 0
 
@@ -202,8 +209,12 @@ def parser() -> argparse.ArgumentParser:
     gc.add_argument("--csv", help="summary file (default: LESSON-grades.csv)")
     _sandbox_flags(gc)
     gc.set_defaults(run=grade_class)
-    ge = sub.add_parser("generate", help="regenerate notebooks/ from solutions/")
+    ge = sub.add_parser("generate", help="rebuild solutions/ notebooks from their .py sources, "
+                                         "then notebooks/ from solutions/")
     ge.add_argument("lessons", nargs="*", help="lessons (default: all)")
+    ge.add_argument("--from-notebooks", action="store_true",
+                    help="the other way: write each lesson's .py source from its solutions/ "
+                         "notebook (after editing the notebook in JupyterLab)")
     ge.set_defaults(run=generate)
     return p
 

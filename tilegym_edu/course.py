@@ -1,8 +1,8 @@
 """nbgrader glue: the course as an nbgrader course, learner notebooks, and self-grading.
 
 The repository is an nbgrader course directory: ``solutions/`` is the source (worked solutions
-and every test), learner notebooks in ``notebooks/`` are what ``generate_assignment`` makes of
-it, and all of nbgrader's working state (release, submitted, autograded, feedback, gradebook)
+and every test; each lesson's notebook is built from the percent-format ``.py`` beside it),
+learner notebooks in ``notebooks/`` are what ``generate_assignment`` makes of it, and all of nbgrader's working state (release, submitted, autograded, feedback, gradebook)
 lives in the git-ignored ``.grading/``. ``nbgrader_config.py`` at the top of the repository
 applies :func:`configure`, so the stock ``nbgrader`` commands see the same course.
 
@@ -31,7 +31,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
-from tilegym_edu import executor, figures, sandbox, submission
+from tilegym_edu import executor, figures, percent, sandbox, submission
 from tilegym_edu.check import NOT_WRITTEN, hints
 from tilegym_edu.feedback import HideHiddenTests
 
@@ -68,6 +68,8 @@ def configure(c: Config, root: Path) -> Config:
     c.CourseDirectory.autograded_directory = ".grading/autograded"
     c.CourseDirectory.feedback_directory = ".grading/feedback"
     c.CourseDirectory.db_url = f"sqlite:///{root / '.grading' / 'gradebook.db'}"
+    # a lesson's source (solutions/<lesson>/<lesson>.py, solutions included) is never released
+    c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
     # nbgrader gives 0 points to a test cell with any stderr output: warnings (a deprecation in
     # torch, a debug print) must not cost points, so stderr streams are dropped before scoring.
     # Errors are separate outputs and still fail the cell.
@@ -126,11 +128,37 @@ def release(lesson: str, root: Path | None = None) -> Path:
     return root / ".grading" / "release" / lesson
 
 
+def build_solutions(lesson: str, root: Path | None = None) -> list[Path]:
+    """Write each notebook of ``solutions/<lesson>/`` from its source, the percent-format
+    ``.py`` beside it (:mod:`tilegym_edu.percent`); return the notebooks written."""
+    root = root or course_root()
+    written = []
+    for source in sorted((root / "solutions" / lesson).glob("*.py")):
+        notebook = source.with_suffix(".ipynb")
+        nbformat.write(percent.from_text(source.read_text()), notebook)
+        written.append(notebook)
+    return written
+
+
+def write_sources(lesson: str, root: Path | None = None) -> list[Path]:
+    """The other way: each notebook of ``solutions/<lesson>/`` written as its source (after
+    the notebook was edited in JupyterLab); return the sources written."""
+    root = root or course_root()
+    written = []
+    for notebook in sorted((root / "solutions" / lesson).glob("*.ipynb")):
+        source = notebook.with_suffix(".py")
+        source.write_text(percent.to_text(nbformat.read(notebook, as_version=4)))
+        written.append(source)
+    return written
+
+
 def generate(lesson_names: list[str] | None = None, root: Path | None = None) -> list[Path]:
-    """Regenerate ``notebooks/<lesson>/`` from ``solutions/``; return the notebooks written."""
+    """Rebuild ``solutions/<lesson>/*.ipynb`` from their sources, then ``notebooks/<lesson>/``
+    from those (nbgrader's generate_assignment); return the learner notebooks written."""
     root = root or course_root()
     written = []
     for lesson in lesson_names or lessons(root):
+        build_solutions(lesson, root)
         released = release(lesson, root)
         target = root / "notebooks" / lesson
         target.mkdir(parents=True, exist_ok=True)

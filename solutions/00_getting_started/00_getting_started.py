@@ -1,0 +1,369 @@
+# tilegym-notebook: {"metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+# %% [markdown] id="cell-00"
+# # Lesson 00: Getting started — programs, masks, honest timing and the roofline
+#
+# Every lesson of this course asks one question: *how fast could this kernel possibly run on my GPU,
+# and how close does my kernel get?* Before writing anything clever you need three tools:
+#
+# 1. **Triton's program model**: how one kernel launch is split into *programs*, each working on a
+#    *block* of data, and why the last block needs a *mask*.
+# 2. **Honest timing**: GPU work is asynchronous, the first call compiles, and caches flatter
+#    repeated runs. Each of these can make a measurement wrong by orders of magnitude.
+# 3. **The roofline**: the two ceilings (memory bandwidth and arithmetic rate) that bound every
+#    kernel, measured on *your* GPU.
+#
+# You finish by writing a fused elementwise kernel (`silu_mul`, the activation of Llama's MLP) that
+# is graded for correctness on awkward sizes and, on a GPU, for speed against a plain memory copy.
+#
+# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 00_getting_started`
+# (or `make grade`), which grades a copy of this notebook and never changes it. Cells tagged
+# `demo` (the timings, sweeps and plots that show what a kernel does; JupyterLab shows a cell's
+# tags in its property inspector) run when you run the notebook, but grading skips them:
+# nothing graded depends on them, and skipping them keeps a grade to seconds, not minutes.
+# `tilegym-edu grade 00_getting_started --exercise test_bytes` grades one exercise alone.
+
+# %% [markdown] id="cell-01"
+# ## Setup
+#
+# `import tilegym_edu` must come first, before `import triton`: it decides whether kernels run on a
+# CUDA GPU or in Triton's CPU interpreter (`TRITON_INTERPRET=1`), and the line it prints says which.
+# In interpreter mode every kernel runs on the CPU one program at a time. That is slow (milliseconds
+# per program), so problem sizes come from `device.size(gpu=..., cpu=...)`, which picks a large size
+# on a GPU and a small one in the interpreter.
+
+# %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from tilegym_edu import bench, check, device, grading, roofline
+
+print(device.banner())
+DEVICE = device.DEVICE
+
+# %% [markdown] id="cell-03"
+# ## 1. Triton's program model: vector addition
+#
+# A Triton kernel is a function that runs once per **program**. You launch a **grid** of programs;
+# each one asks `tl.program_id(0)` which one it is and works on its own block of `BLOCK_SIZE`
+# consecutive elements. Inside a program, `tl.arange(0, BLOCK_SIZE)` is a whole vector of offsets:
+# one `tl.load` reads a block, not one number. The compiler spreads that block over the GPU's
+# threads for you (in CUDA you would index single threads yourself; lesson 01 shows that).
+#
+# The grid has `cdiv(n, BLOCK_SIZE)` programs, so when `n` is not a multiple of the block the
+# last program reaches past the end of the arrays. The **mask** `offsets < n` switches those lanes
+# off: masked loads read nothing and masked stores write nothing. Forget it and the kernel reads and
+# writes memory that is not yours.
+
+# %% id="cell-04"
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """out[i] = x[i] + y[i] for i < n_elements. Pointers: x, y, out of shape (n_elements,)."""
+    pid = tl.program_id(axis=0)                        # which block this program handles
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements                        # the last block may be partial
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x + y for contiguous tensors of the same shape and dtype."""
+    out = torch.empty_like(x)
+    n = x.numel()
+    grid = (triton.cdiv(n, 1024),)                     # one program per 1024 elements
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+    return out
+
+# %% [markdown] id="cell-05"
+# Check it before timing it, on a size that is *not* a multiple of the block, against PyTorch:
+# the relative error $\lVert out - ref\rVert / \lVert ref\rVert$ should be 0 for an addition.
+
+# %% id="cell-06"
+n = 98_437                                             # not a multiple of 1024
+x = torch.randn(n, device=DEVICE)
+y = torch.randn(n, device=DEVICE)
+print(f"{triton.cdiv(n, 1024)} programs; relative error vs PyTorch:",
+      check.relative_error(add(x, y), x + y))
+
+# %% [markdown] id="cell-07"
+# ## 2. Timing pitfalls, shown live
+#
+# **Pitfall 1: no synchronization.** A kernel launch returns as soon as the work is *queued*; the
+# GPU runs it later. A host clock around the launch alone measures the launch, not the kernel.
+# `device.synchronize()` waits for the GPU (in interpreter mode it does nothing: there, a kernel
+# has finished when its launch returns, so both numbers below are the same kind of time).
+#
+# **Pitfall 2: no warm-up.** The first call of a Triton kernel with new argument types compiles it,
+# which takes far longer than running it. We give the kernel a fresh `BLOCK_SIZE` so that its first
+# call below really compiles.
+
+# %% id="cell-08" tags=["demo"]
+N = device.size(gpu=2**25, cpu=20_000)
+x = torch.randn(N, device=DEVICE)
+y = torch.randn(N, device=DEVICE)
+out = torch.empty_like(x)
+grid = (triton.cdiv(N, 2048),)
+
+start = time.perf_counter()
+add_kernel[grid](x, y, out, N, BLOCK_SIZE=2048)        # first call with BLOCK_SIZE=2048
+device.synchronize()
+first_call_ms = (time.perf_counter() - start) * 1e3
+
+start = time.perf_counter()
+add_kernel[grid](x, y, out, N, BLOCK_SIZE=2048)        # no synchronize: measures the launch
+launch_only_ms = (time.perf_counter() - start) * 1e3
+device.synchronize()
+
+start = time.perf_counter()
+add_kernel[grid](x, y, out, N, BLOCK_SIZE=2048)
+device.synchronize()                                   # waits for the kernel to finish
+synchronized_ms = (time.perf_counter() - start) * 1e3
+
+print(f"first call (compiles on a GPU): {first_call_ms:9.3f} ms")
+print(f"launch only, no synchronize:    {launch_only_ms:9.3f} ms")
+print(f"launch + synchronize:           {synchronized_ms:9.3f} ms")
+
+# %% [markdown] id="cell-09"
+# **Pitfall 3: a warm cache.** A GPU keeps recently used data in its L2 cache (60 MiB on an H200).
+# Time the same small kernel over and over and its inputs stay in L2, so you measure the cache,
+# not memory. `bench` flushes L2 before every run (it zeroes a buffer twice the L2 size); pass
+# `flush_l2=False` to see the difference on an input that fits in L2.
+#
+# `bench.compare` does everything else the course's timing rules ask for: warm-up, CUDA events
+# around each run, CUDA graphs for kernels under 20 µs, candidates interleaved run by run, the median
+# with its 20th-80th percentile spread, and the SM clock it saw. In interpreter mode it times the
+# CPU interpreter and says so.
+
+# %% id="cell-10" tags=["demo"]
+n_small = device.size(gpu=2**20, cpu=4096)             # 3 x 4 MiB on a GPU: fits in L2
+xs = torch.randn(n_small, device=DEVICE)
+ys = torch.randn(n_small, device=DEVICE)
+add_bytes = 3 * xs.element_size() * n_small            # read x and y, write out
+cold = bench.bench(lambda: add(xs, ys), bytes=add_bytes, name="L2 flushed")
+warm = bench.bench(lambda: add(xs, ys), bytes=add_bytes, name="warm L2", flush_l2=False)
+bench.print_table([cold, warm], baseline="L2 flushed")
+
+# %% [markdown] id="cell-11"
+# ## 3. Your GPU's ceilings
+#
+# Two numbers bound every kernel: how fast the GPU moves bytes between memory and the chip, and how
+# fast it does arithmetic. The datasheet gives both; what your GPU really does, through PyTorch,
+# today, is a little lower. `tilegym_edu.ceilings.measure_ceilings()` measures a large
+# device-to-device copy (bytes read plus bytes written) and `torch.matmul` (cuBLAS) per dtype, once
+# per GPU, driver and torch version, and caches the result: only the first call pays for
+# the measurement.
+# Without a GPU this cell shows the datasheet of the GPU the roofline below is drawn for.
+
+# %% id="cell-12" tags=["demo"]
+if device.ON_GPU:
+    from tilegym_edu.ceilings import measure_ceilings
+    measured = measure_ceilings()
+    print(f"copy bandwidth: {measured.copy_gbs:,.0f} GB/s")
+    for dtype_name, tflops in measured.matmul_tflops.items():
+        print(f"torch.matmul {dtype_name}: {tflops:,.0f} TFLOP/s")
+spec, is_this_gpu = roofline.resolve_spec()
+print(f"datasheet of the {spec.name}: {spec.memory_bandwidth_gbs:,.0f} GB/s, "
+      f"FP32 {spec.fp32_tflops} TFLOP/s, FP16 tensor {spec.fp16_tflops} TFLOP/s (dense)")
+print(f"source: {spec.source}")
+
+# %% [markdown] id="cell-13"
+# ## 4. The roofline
+#
+# A kernel that does $F$ floating-point operations while moving $B$ bytes has *arithmetic
+# intensity* $I = F/B$. It cannot run faster than $\min(P,\ I \cdot W)$ TFLOP/s, where $P$ is the peak
+# arithmetic rate and $W$ the memory bandwidth. Vector addition does 1 FLOP per element and moves
+# 12 bytes per element in float32 (two loads, one store), so $I = 1/12$: it sits far left, under the
+# sloped memory roof. No amount of clever code makes it compute-bound; the best it can do is move
+# its bytes at full bandwidth. On a GPU the point shows where your measurement landed; in
+# interpreter mode it is drawn hollow at the roof (the best the kernel could do).
+
+# %% id="cell-14" tags=["demo"]
+vector_add = bench.bench(lambda: add(x, y), flops=N, bytes=3 * 4 * N, name="vector add fp32")
+bench.print_table([vector_add])
+roofline.plot_roofline([vector_add]);
+
+# %% [markdown] id="cell-15"
+# ## Exercise 1 (4 points): a fused SiLU-and-multiply kernel
+#
+# Llama-style MLPs compute $\mathrm{silu}(x) \cdot y$ where $\mathrm{silu}(x) = x \cdot \sigma(x)$ and
+# $\sigma(x) = 1/(1+e^{-x})$. In PyTorch that is `F.silu(x) * y`: two kernels, and the intermediate
+# `silu(x)` makes a round trip through memory. One fused kernel reads `x` and `y` once and writes
+# the result once.
+#
+# Write `silu_mul_kernel` and its wrapper `silu_mul(x, y)`:
+#
+# - `x`, `y`: contiguous tensors of the same shape (any number of dimensions) and dtype
+#   (`torch.float32` or `torch.float16`); return a new tensor of that shape and dtype.
+# - Compute in float32 inside the kernel (load, `.to(tl.float32)`, compute, convert back when you
+#   store): float16 arithmetic loses accuracy for no gain in a memory-bound kernel.
+# - Any number of elements: the grader uses sizes that are not multiples of your block, and sizes
+#   it does not show you.
+# - All arithmetic happens in your kernel: during grading, PyTorch may only allocate, view and
+#   copy tensors (a call to `F.silu`, `torch.sigmoid` or `*` on tensors fails the exercise), and
+#   freshly allocated tensors are filled with NaN, so an element you never write shows up.
+#
+# `tl.sigmoid` exists. Test your function as you go with the checker in the cell after the next.
+
+# %% id="cell-16" nbgrader={"grade": false, "grade_id": "silu_mul_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@triton.jit
+def silu_mul_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """out[i] = silu(x[i]) * y[i] for i < n_elements, computed in float32.
+    Pointers: x, y, out, each of n_elements contiguous elements of one dtype."""
+    ### BEGIN SOLUTION
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+    out = x * tl.sigmoid(x) * y
+    tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
+    ### END SOLUTION
+
+
+def silu_mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """silu(x) * y for contiguous x, y of the same shape and dtype (float32 or float16)."""
+    ### BEGIN SOLUTION
+    if x.shape != y.shape or x.dtype != y.dtype:
+        raise ValueError(f"x and y must match: got {tuple(x.shape)} {x.dtype} "
+                         f"and {tuple(y.shape)} {y.dtype}")
+    if not (x.is_contiguous() and y.is_contiguous()):
+        raise ValueError("silu_mul needs contiguous tensors: call .contiguous() first")
+    out = torch.empty_like(x)
+    n = x.numel()
+    BLOCK_SIZE = 1024
+    silu_mul_kernel[(triton.cdiv(n, BLOCK_SIZE),)](x, y, out, n, BLOCK_SIZE=BLOCK_SIZE)
+    return out
+    ### END SOLUTION
+
+# %% [markdown] id="cell-17"
+# The checker the grader uses is yours too. `make_silu_inputs` draws fresh random inputs for one
+# case; `silu_mul_reference` is the definition, computed in float64.
+
+# %% id="cell-18" nbgrader={"grade": false, "grade_id": "silu_mul_checker", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def make_silu_inputs(case, generator):
+    """x and y of case["shape"] and case["dtype"], standard normal, on the lesson's device."""
+    return (check.random_tensor(case["shape"], case["dtype"], generator),
+            check.random_tensor(case["shape"], case["dtype"], generator))
+
+
+def silu_mul_reference(x, y):
+    return x * torch.sigmoid(x) * y
+
+
+for result in check.check(silu_mul, silu_mul_reference, make_silu_inputs,
+                          cases=[{"shape": (1000,), "dtype": torch.float32},
+                                 {"shape": (3, 333), "dtype": torch.float16}], seeds=[0]):
+    print(result.describe())
+
+# %% id="cell-19" nbgrader={"grade": true, "grade_id": "test_silu_mul_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+# Exercise 1: silu_mul is correct on odd sizes, several shapes, float32 and float16.
+cases = [{"shape": shape, "dtype": dtype}
+         for shape in [(1,), (7,), (1024,), (4097,), (37, 129)]
+         for dtype in (torch.float32, torch.float16)]
+grading.assert_correct(silu_mul, silu_mul_reference, make_silu_inputs, cases,
+                       tolerances={torch.float32: 1e-5})
+### BEGIN HIDDEN TESTS
+hidden_cases = [{"shape": shape, "dtype": dtype}
+                for shape in [(2,), (1023,), (1025,), (3000,), (5, 1, 613), (2, 3, 4, 5)]
+                for dtype in (torch.float32, torch.float16)]
+grading.assert_correct(silu_mul, silu_mul_reference, make_silu_inputs, hidden_cases,
+                       seeds=(11, 12), tolerances={torch.float32: 1e-5})
+### END HIDDEN TESTS
+
+# %% [markdown] id="cell-20"
+# ## Exercise 2 (2 points): count the bytes
+#
+# `silu_mul` is memory-bound (a handful of FLOPs per element, far left on the roofline), so its
+# speed is set by the bytes it moves. Count them for `n` elements of `element_size` bytes each:
+#
+# - `fused_bytes(n, element_size)`: your kernel, reading `x` and `y` and writing the result once.
+# - `eager_bytes(n, element_size)`: PyTorch's `F.silu(x) * y`, which runs two kernels; count every
+#   read and write of both, the intermediate included.
+#
+# Their ratio is the speedup fusion can buy on a GPU when both run at full bandwidth.
+
+# %% id="cell-21" nbgrader={"grade": false, "grade_id": "bytes_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def fused_bytes(n: int, element_size: int) -> int:
+    """Bytes of device memory traffic of the fused kernel."""
+    ### BEGIN SOLUTION
+    return 3 * n * element_size
+    ### END SOLUTION
+
+
+def eager_bytes(n: int, element_size: int) -> int:
+    """Bytes of device memory traffic of F.silu(x) * y in PyTorch (two kernels)."""
+    ### BEGIN SOLUTION
+    return (2 + 3) * n * element_size   # silu: read x, write t; mul: read t and y, write out
+    ### END SOLUTION
+
+# %% id="cell-22" nbgrader={"grade": true, "grade_id": "test_bytes", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 2: the byte counts of the fused kernel and of eager PyTorch.
+assert fused_bytes(1000, 4) == 12_000, f"fused_bytes(1000, 4) = {fused_bytes(1000, 4)}"
+assert eager_bytes(1000, 4) == 20_000, f"eager_bytes(1000, 4) = {eager_bytes(1000, 4)}"
+### BEGIN HIDDEN TESTS
+for n, size in [(1, 2), (12_345, 2), (2**26, 4)]:
+    assert fused_bytes(n, size) == 3 * n * size, f"fused_bytes({n}, {size}) = {fused_bytes(n, size)}"
+    assert eager_bytes(n, size) == 5 * n * size, f"eager_bytes({n}, {size}) = {eager_bytes(n, size)}"
+### END HIDDEN TESTS
+print("byte counts correct")
+
+# %% [markdown] id="cell-23"
+# ## Exercise 3 (2 points, needs a GPU): near copy bandwidth
+#
+# A device-to-device copy is the fastest a memory-bound kernel can hope to go: it only reads and
+# writes. This check times your `silu_mul` and a copy of the same number of bytes, interleaved in
+# this process, on float16 inputs far larger than the L2 cache, and checks the outputs of the timed
+# runs. Your kernel passes at the fraction of copy bandwidth given in the course's threshold table
+# (the threshold and the H200 figure it came from are printed). Without a GPU this cell says
+# *needs GPU* and scores 0: interpreter time says nothing about GPU speed.
+#
+# If you fall short: is the block large enough to keep the memory system busy (try 1024 to 8192
+# elements and `num_warps`)? Does every program load and store whole blocks?
+
+# %% id="cell-24" nbgrader={"grade": true, "grade_id": "test_silu_mul_bandwidth", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 3: silu_mul moves its bytes at a good fraction of copy bandwidth (GPU only).
+grading.require_gpu("the bandwidth check of silu_mul")
+limit = grading.threshold("00_getting_started", "silu_mul_bandwidth")
+n = 2**26
+input_sets = [make_silu_inputs({"shape": (n,), "dtype": torch.float16},
+                               torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+grading.assert_bandwidth_fraction(silu_mul, input_sets, silu_mul_reference, torch.float16,
+                                  bytes=3 * n * 2, limit=limit)
+
+# %% [markdown] id="cell-25"
+# ## Compare: your kernel, PyTorch, and a copy
+#
+# The lesson ends where every lesson ends: your kernel next to the library. Eager PyTorch runs two
+# kernels and moves 5 bytes per element-byte where yours moves 3; the copy is the ceiling. On the
+# roofline we count 6 FLOPs per element for `silu_mul` (negate, exp, add, divide, two multiplies;
+# a convention: an exponential costs more than one multiply in hardware).
+
+# %% id="cell-26" tags=["demo"]
+n = device.size(gpu=2**26, cpu=8192)
+x = torch.randn(n, device=DEVICE, dtype=torch.float16)
+y = torch.randn(n, device=DEVICE, dtype=torch.float16)
+candidates = {"silu_mul (yours)": lambda: silu_mul(x, y),
+              "PyTorch F.silu(x) * y": lambda: F.silu(x) * y}
+if device.ON_GPU:
+    candidates["copy (same bytes)"] = grading.copy_baseline(3 * 2 * n)
+# bytes: the fewest the problem needs (3 per element-byte), the same for all three
+results = bench.compare(candidates, bytes=3 * 2 * n,
+                        flops={"silu_mul (yours)": 6 * n, "PyTorch F.silu(x) * y": 6 * n})
+bench.print_table(results, baseline="PyTorch F.silu(x) * y")
+roofline.plot_roofline(results[:2]);
+
+# %% [markdown] id="cell-27"
+# ## What comes next
+#
+# Elementwise kernels are memory-bound: the best they can do is copy speed, and fusion is how they
+# get closer. Matrix multiplication is the opposite: $2MNK$ FLOPs on $O(MN + NK + MK)$ data, so it
+# *can* be compute-bound, if the kernel reuses each loaded element many times. Lesson 01 writes the
+# naive version (one output element per thread in CUDA C, one per program in Triton) and measures
+# how far below the roofline it lands.

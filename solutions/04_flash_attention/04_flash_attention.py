@@ -1,0 +1,1144 @@
+# tilegym-notebook: {"metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+# %% [markdown] id="cell-00"
+# # Lesson 04: FlashAttention — fused softmax, online softmax, and attention that never writes its scores
+#
+# Attention is the operation at the heart of every transformer: each query takes a weighted average of
+# value vectors, weighted by the softmax of its similarity to every key. Written as three PyTorch
+# operations it computes a $\text{seq} \times \text{seq}$ matrix of scores for every head and sends it
+# through memory several times: memory grows with the square of the sequence length, and most of the
+# time goes into moving scores rather than doing arithmetic. FlashAttention (Dao et al., 2022) computes
+# exactly the same result in one kernel that streams keys and values through the chip and never writes
+# the scores at all. This lesson builds it in four steps:
+#
+# 1. **The cost of the naive version**, measured: peak memory and time against sequence length.
+# 2. **A fused softmax kernel**: one program per row, one read and one write of memory.
+# 3. **The online softmax**: a running maximum and a running sum, rescaled as new values arrive, so a
+#    row can be consumed in blocks without ever being held whole.
+# 4. **FlashAttention forward in Triton**, causal masking included, tuned with lesson 03's autotuner,
+#    and compared with every attention backend PyTorch offers (FlashAttention-2, cuDNN,
+#    memory-efficient, math).
+#
+# | exercise | points | graded |
+# | --- | --- | --- |
+# | 1. a fused row softmax: any row length, fp16 and fp32, huge values | 3 | everywhere |
+# | 2. its bandwidth, as a fraction of a copy's | 2 | on a GPU (without one: *needs GPU*) |
+# | 3. online softmax statistics, in one pass over the blocks | 2 | everywhere |
+# | 4. FlashAttention forward: any length, head_dim 16 to 128, strided inputs, huge scores | 4 | everywhere |
+# | 5. causal FlashAttention | 3 | everywhere |
+# | 6. it never writes the scores: memory traffic within a budget | 2 | everywhere |
+# | 7. speed over naive attention; peak memory that grows with seq, not seq²; speed against the best SDPA backend | 2 + 2 + 2 | on a GPU |
+#
+# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 04_flash_attention`
+# (or `make grade LESSON=04_flash_attention`), which grades a copy of this notebook and never changes it.
+
+# %% [markdown] id="cell-01"
+# ## Setup
+#
+# `import tilegym_edu` comes first, as always. From the course's reference module this lesson imports the
+# baseline (`naive_attention`), two constants, an input validator, and the autotuner's search space for
+# attention with the problem description it is keyed on; the kernels are yours to write. Sizes come from
+# `device.size`: the comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU (the
+# attention of a Llama-7B-sized model), and at a toy size in the interpreter.
+
+# %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+
+import inspect
+import math
+import warnings
+import weakref
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from tilegym_edu import bench, check, device, grading, progress, roofline, traffic, tune
+from tilegym_edu.reference import attention as reference     # the course's reference solution
+from tilegym_edu.reference.attention import naive_attention   # three PyTorch operations: the baseline
+from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
+                                             attention_problem, check_attention_inputs)
+from tilegym_edu.tune import Config, autotune
+
+print(device.banner())
+DEVICE = device.DEVICE
+spec, _ = roofline.resolve_spec()    # this GPU's datasheet, or an H200's without a GPU
+BATCH, HEADS, HEAD_DIM = device.size(gpu=(4, 32, 128), cpu=(1, 1, 64))       # the comparisons' problem
+SEQ_LENS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=(128,))      # ... at these lengths
+FOCUS_SEQ = device.size(gpu=4096, cpu=128)                                   # the one shown in detail
+MEMORY_SEQS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=())      # section 1's measurement
+SOFTMAX_SHAPE = device.size(gpu=(65536, 1000), cpu=(16, 1000))               # (rows, cols)
+
+# %% [markdown] id="cell-03"
+# ## 1. What attention computes, and what it costs done naively
+#
+# For one head, the queries $Q$, keys $K$ and values $V$ are $S \times d$ matrices ($S$ the sequence
+# length, $d$ the head dimension, 64 or 128 in most models), and
+#
+# $$O = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt d}\right) V .$$
+#
+# Row $i$ of the *scores* $QK^\top/\sqrt d$ says how well query $i$ matches each key. The softmax, taken
+# along each row, turns those scores into weights that are positive and sum to 1, and row $i$ of the
+# output is the weighted average of the rows of $V$. (Dividing by $\sqrt d$ keeps the scores of random
+# vectors near unit size whatever $d$ is.) A model runs this for every batch element and every head at
+# once: `q`, `k`, `v` and the output have shape `(batch, heads, seq, head_dim)`. **Causal** attention,
+# used by every GPT-style decoder, lets query $i$ see only keys $j \le i$: the scores above the diagonal
+# are set to $-\infty$ before the softmax, so their weights are exactly 0.
+#
+# **Work.** $QK^\top$ takes $2S^2d$ FLOPs per head and multiplying by $V$ another $2S^2d$: $4BHS^2d$ in
+# all for batch $B$ and $H$ heads, half of that when causal (the masked half need not be computed). The
+# softmax's exponentials are $O(S^2)$ and, by the usual convention, not counted. The inputs and output
+# hold only $4BHSd$ elements, so the problem's arithmetic intensity grows with $S$: at $S = 4096$ in
+# fp16 it is $S/2 = 2048$ FLOP per byte, far right of any GPU's ridge point. Attention *could* be
+# compute-bound.
+#
+# **The naive version** does not let it be. Here it is, the reference module's `naive_attention`, the
+# baseline of this lesson: the `(batch, heads, seq, seq)` scores are a tensor in memory, written by the
+# first matmul, read and written again by the softmax (in float32, for accuracy), and read by the second
+# matmul. Below it, `attention_reference` is the definition the grader uses: the same three steps in
+# float64 on the CPU, one head at a time.
+
+# %% id="cell-04" nbgrader={"grade": false, "grade_id": "attention_reference", "locked": true, "schema_version": 3, "solution": false, "task": false}
+print(inspect.getsource(naive_attention))
+
+
+def attention_reference(q, k, v, causal=False, *rest):
+    """The definition, in float64 (the grader passes float64 CPU copies of your inputs), one
+    (batch, head) at a time so that only one head's seq x seq scores exist at once. Arguments
+    after causal (your function's config, say) are ignored."""
+    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
+    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            scores = q[b, h] @ k[b, h].T / math.sqrt(q.shape[-1])
+            if causal:
+                scores = scores.masked_fill(~keep, -math.inf)
+            out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h]
+    return out
+
+
+q, k, v = (torch.randn(2, 3, 50, 64, device=DEVICE, dtype=torch.float16) for _ in range(3))
+for causal in (False, True):
+    error = check.relative_error(naive_attention(q, k, v, causal),
+                                 attention_reference(q.double(), k.double(), v.double(), causal))
+    print(f"naive_attention (causal={causal}) against the float64 definition: relative error {error:.1e}")
+
+# %% [markdown] id="cell-05"
+# **How much memory?** Count what `naive_attention` holds at its peak, in fp16: the scores (2 bytes per
+# score), their float32 copy (4 bytes) and the float32 softmax (4 bytes) are alive at the same moment,
+# 10 bytes for each of the $BHS^2$ scores. At batch 1 with 16 heads that is 160 MiB at $S = 1024$ and,
+# growing as $S^2$, 40 GiB at $S = 16384$: more than many GPUs have, for a single sequence. The output
+# itself is only $BHSd$ elements.
+#
+# The next cell measures it. On a GPU, `peak_extra_bytes` reads PyTorch's allocator: the peak of
+# `torch.cuda.max_memory_allocated()` during one call, minus what was allocated before (so the output
+# counts, the inputs do not). It measures `naive_attention` and, for contrast, the course's reference
+# FlashAttention (the kernel you write in section 4), and times both. Without a GPU, it shows the
+# formula next to the same measurement made on an H200 (docs/results/h200.md).
+
+# %% id="cell-06" nbgrader={"grade": false, "grade_id": "memory_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def naive_peak_bytes(batch, heads, seq):
+    """Peak extra bytes of naive_attention in fp16: 10 bytes per score (fp16 scores, their
+    float32 copy and the float32 softmax, alive at once)."""
+    return 10 * batch * heads * seq * seq
+
+
+def peak_extra_bytes(fn):
+    """(bytes, result): the GPU memory fn() allocates at its peak beyond what was allocated
+    before it ran (its output included), and what fn returned."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before, result
+
+
+#: measured on an H200 (docs/results/h200.md), batch 1, 16 heads, head_dim 128, fp16:
+#: seq -> (extra peak bytes of naive_attention, of the reference FlashAttention)
+H200_PEAK_BYTES = {1024: (167_772_160, 4_194_304), 2048: (671_088_640, 8_388_608),
+                   4096: (2_684_354_560, 16_777_216), 8192: (10_737_418_240, 33_554_432),
+                   16384: (42_949_672_960, 67_108_864)}
+
+# %% id="cell-07" tags=["demo"]
+B, H, D = 1, 16, 128
+naive_peak, flash_peak, naive_ms, flash_ms = {}, {}, {}, {}
+for S in progress.track(MEMORY_SEQS, "naive vs flash, memory and time", enabled=bool(MEMORY_SEQS)):  # GPU only
+    q, k, v = (torch.randn(B, H, S, D, device=DEVICE, dtype=torch.float16) for _ in range(3))
+    reference.flash_attention(q, k, v)      # the first call tunes (cached); measure the second
+    flash_peak[S], _ = peak_extra_bytes(lambda: reference.flash_attention(q, k, v))
+    fns = {"FlashAttention (reference)": lambda: reference.flash_attention(q, k, v)}
+    try:
+        naive_peak[S], _ = peak_extra_bytes(lambda: naive_attention(q, k, v))
+        fns["naive PyTorch"] = lambda: naive_attention(q, k, v)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        print(f"seq {S}: naive_attention ran out of GPU memory")
+    timed = {m.name: m.median_ms for m in bench.compare(fns, flops=4 * B * H * S * S * D)}
+    flash_ms[S], naive_ms[S] = timed["FlashAttention (reference)"], timed.get("naive PyTorch")
+    del q, k, v
+if device.ON_GPU:
+    where = device.info().name
+else:
+    naive_peak = {S: naive for S, (naive, _) in H200_PEAK_BYTES.items()}
+    flash_peak = {S: flash for S, (_, flash) in H200_PEAK_BYTES.items()}
+    where = "an NVIDIA H200 (docs/results/h200.md)"
+
+print(f"extra peak memory, batch {B}, {H} heads, head_dim {D}, fp16, measured on {where}")
+print(f"{'seq':>6}  {'10 B per score':>15}  {'naive measured':>15}  {'flash measured':>15}  {'output':>10}")
+for S in flash_peak:
+    naive = f"{naive_peak[S] / 2**20:,.0f} MiB" if S in naive_peak else "out of memory"
+    print(f"{S:>6}  {naive_peak_bytes(B, H, S) / 2**20:>11,.0f} MiB  {naive:>15}  "
+          f"{flash_peak[S] / 2**20:>11,.0f} MiB  {B * H * S * D * 2 / 2**20:>6,.0f} MiB")
+
+fig, axes = plt.subplots(1, 2 if flash_ms else 1, figsize=(13 if flash_ms else 7, 4.5), squeeze=False)
+ax = axes[0, 0]
+seqs = sorted(flash_peak)
+ax.plot(seqs, [naive_peak_bytes(B, H, S) / 2**30 for S in seqs], "-", color="gray", linewidth=8, alpha=0.3,
+        label="10 bytes per score (formula)")
+ax.plot(sorted(naive_peak), [naive_peak[S] / 2**30 for S in sorted(naive_peak)], "o-", label="naive PyTorch")
+ax.plot(seqs, [flash_peak[S] / 2**30 for S in seqs], "s-", label="FlashAttention (reference)")
+if device.ON_GPU:
+    ax.axhline(device.info().memory_bytes / 2**30, color="black", linewidth=1, label="this GPU's memory")
+ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="extra peak memory (GiB)",
+       title=f"Attention's memory on {where}\nbatch {B}, {H} heads, head_dim {D}, fp16")
+ax.set_xscale("log", base=2)
+if flash_ms:
+    ax = axes[0, 1]
+    ax.plot(sorted(s for s in naive_ms if naive_ms[s]), [naive_ms[s] for s in sorted(naive_ms) if naive_ms[s]],
+            "o-", label="naive PyTorch")
+    ax.plot(sorted(flash_ms), [flash_ms[s] for s in sorted(flash_ms)], "s-", label="FlashAttention (reference)")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="time per call (ms)",
+           title=f"Attention's time on {where}\nbatch {B}, {H} heads, head_dim {D}, fp16")
+    ax.set_xscale("log", base=2)
+for ax in axes[0]:
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown] id="cell-08"
+# On an H200 the measurement matched the formula to the byte, and the reference FlashAttention's extra
+# memory was exactly its output: 4 MiB at $S = 1024$, 64 MiB at $S = 16384$ (docs/results/h200.md).
+# Time follows the bytes: the naive version writes and reads the scores several times, while
+# FlashAttention keeps them on chip. At batch 4, 32 heads, $S = 4096$, $d = 128$ in fp16, naive
+# PyTorch ran at 55 TFLOP/s on an H200 and the autotuned reference FlashAttention at 510
+# (docs/results/h200.md). The rest of the lesson builds that kernel, starting with the part that makes
+# streaming hard: the softmax.
+#
+# ## 2. A fused softmax kernel
+#
+# $$\mathrm{softmax}(x)_j = \frac{e^{x_j}}{\sum_k e^{x_k}} = \frac{e^{x_j - m}}{\sum_k e^{x_k - m}}
+# \quad \text{for any } m .$$
+#
+# The second form is the one to compute, with $m = \max_k x_k$. Without it, $e^{x}$ overflows: float32
+# holds values up to about $3.4 \times 10^{38} \approx e^{88.7}$, so a score of 89 already gives `inf`,
+# and `inf / inf` is NaN. With it, every exponent is $\le 0$, the largest term is exactly 1, and the sum
+# lies between 1 and the row length. (fp16 is far tighter still: its largest value, 65,504, is about
+# $e^{11}$. Compute in float32 and convert only the result.)
+#
+# Computed step by step, a softmax reads the row to find $m$, reads it again to sum the exponentials,
+# and a third time to divide, writing the result: several passes over memory for a memory-bound
+# operation. A **fused** kernel gives each row to one program, which loads the whole row once into
+# registers, does all three steps there, and stores the result once: $2 \times$ the tensor's bytes of
+# traffic, the least possible. A row of `cols` elements goes in one block of `BLOCK =
+# next_power_of_2(cols)` lanes; the lanes past the end are masked, and loaded as $-\infty$ (`other=-inf`),
+# so that they cannot win the maximum and contribute $e^{-\infty} = 0$ to the sum.
+#
+# On an H200, the course's reference softmax moved its bytes at 0.84 times the speed of a
+# device-to-device copy at 65,536 rows of 1,000 fp16 values, and `torch.softmax` at 0.62; at 16,384
+# rows of 4,096 the figures were 0.97 and 0.32 (docs/results/h200.md).
+#
+# ## Exercise 1 (3 points): a fused row softmax
+#
+# Write `softmax_kernel` and its wrapper `softmax(x)`:
+#
+# - `x` is 2-D, `(rows, cols)`, `torch.float16` or `torch.float32`; the softmax runs along each row. Its
+#   rows are contiguous (stride 1 along a row) but not necessarily adjacent: pass `x.stride(0)` (the
+#   grader gives you rows of a wider tensor). Return a new tensor of `x`'s shape and dtype.
+# - One program per row, the whole row in one block. Subtract the row's maximum before `tl.exp`, and do
+#   the arithmetic in float32.
+# - Raise a `ValueError` that says what is wrong for an input that is not 2-D, and for rows longer than
+#   `MAX_SOFTMAX_COLS` (65,536; imported in the setup cell), which do not fit one program's registers.
+# - More warps for longer rows keep the GPU's memory system busy: 4 up to 2,048 columns, 8 up to 8,192,
+#   16 beyond works well (pass `num_warps=` at launch).
+#
+# The grader checks row lengths that are not powers of two (1, 7, 1000, 4097 and others), fp16 and fp32,
+# values near $\pm 10^4$ (where forgetting the maximum overflows), rows whose values are all equal, and
+# rows of a wider tensor.
+
+# %% id="cell-09" nbgrader={"grade": false, "grade_id": "softmax_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
+    """y[row] = softmax(x[row]) for the row this program owns: one read of x, one write of y.
+    BLOCK >= n_cols holds the whole row; the row maximum is subtracted before exp, so large
+    inputs cannot overflow; arithmetic in float32."""
+    ### BEGIN SOLUTION
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    numerator = tl.exp(x)
+    y = numerator / tl.sum(numerator, axis=0)
+    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    ### END SOLUTION
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor (rows, cols), same dtype as x."""
+    ### BEGIN SOLUTION
+    if x.dim() != 2:
+        raise ValueError(f"softmax takes a 2-D tensor (rows, cols), got shape {tuple(x.shape)}")
+    rows, cols = x.shape
+    if cols > MAX_SOFTMAX_COLS:
+        raise ValueError(f"rows of {cols} elements do not fit one block (at most "
+                         f"{MAX_SOFTMAX_COLS}): use the online softmax")
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(cols)
+    num_warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
+    softmax_kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), BLOCK=block,
+                            num_warps=num_warps)
+    return y
+    ### END SOLUTION
+
+# %% [markdown] id="cell-10"
+# The grader's inputs and its definition of softmax (run in float64 on the CPU), and its checker on two
+# cases of your own:
+
+# %% id="cell-11" nbgrader={"grade": false, "grade_id": "softmax_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def softmax_reference(x):
+    """The definition, run by the grader in float64 on the CPU."""
+    return torch.softmax(x, dim=-1)
+
+
+def make_softmax_inputs(case, generator):
+    """(x,) for case = {"shape": (rows, cols), "dtype"}: standard normal times case["scale"]
+    (default 1), on the lesson's device. case["layout"] = "row-strided": x is the first cols
+    columns of a (rows, cols + 3) tensor. case["rows"] = "equal": every value of a row the same."""
+    (rows, cols), dtype, scale = case["shape"], case["dtype"], case.get("scale", 1.0)
+    if case.get("rows") == "equal":
+        x = check.random_tensor((rows, 1), dtype, generator, scale).expand(rows, cols).contiguous()
+    elif case.get("layout") == "row-strided":
+        x = check.random_tensor((rows, cols + 3), dtype, generator, scale)[:, :cols]
+    else:
+        x = check.random_tensor((rows, cols), dtype, generator, scale)
+    return (x,)
+
+
+for result in check.check(softmax, softmax_reference, make_softmax_inputs, seeds=[0], cases=[
+        {"shape": (3, 1000), "dtype": torch.float32, "layout": "row-strided"},
+        {"shape": (2, 77), "dtype": torch.float16, "scale": 1e4}]):
+    print(result.describe())
+
+# %% id="cell-12" nbgrader={"grade": true, "grade_id": "test_softmax_correct", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Exercise 1: softmax is correct on odd row lengths, fp16 and fp32, huge values, equal values,
+# rows of a wider tensor; and it refuses what it cannot do.
+cases = [
+    {"shape": (1, 1), "dtype": torch.float32},
+    {"shape": (3, 7), "dtype": torch.float16},
+    {"shape": (4, 1000), "dtype": torch.float32, "layout": "row-strided"},
+    {"shape": (2, 4097), "dtype": torch.float16},
+    {"shape": (5, 1000), "dtype": torch.float32, "scale": 1e4},
+    {"shape": (3, 333), "dtype": torch.float16, "scale": 1e4},
+    {"shape": (3, 50), "dtype": torch.float32, "rows": "equal"},
+]
+grading.assert_correct(softmax, softmax_reference, make_softmax_inputs, cases, seeds=(0, 1),
+                       tolerances={torch.float32: 1e-5})
+for bad, why in [(torch.zeros(2, 3, 4, device=DEVICE), "a 3-D input"),
+                 (torch.zeros(1, MAX_SOFTMAX_COLS + 1, device=DEVICE, dtype=torch.float16),
+                  f"rows of {MAX_SOFTMAX_COLS + 1} values")]:
+    try:
+        softmax(bad)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError(f"softmax accepted {why}: raise a ValueError that says why it cannot")
+### BEGIN HIDDEN TESTS
+hidden_cases = [
+    {"shape": (2, 2), "dtype": torch.float16},
+    {"shape": (1, 8193), "dtype": torch.float32},
+    {"shape": (3, 129), "dtype": torch.float16, "layout": "row-strided", "scale": 1e4},
+    {"shape": (2, 1000), "dtype": torch.float16, "rows": "equal"},
+]
+grading.assert_correct(softmax, softmax_reference, make_softmax_inputs, hidden_cases, seeds=(11, 12),
+                       tolerances={torch.float32: 1e-5})
+### END HIDDEN TESTS
+
+# %% [markdown] id="cell-13"
+# **One read, one write, counted.** `traffic.count_traffic` runs your kernel in the interpreter and adds
+# up the bytes of every `tl.load` and `tl.store`: a fused softmax loads each element once and stores
+# each once. Then the timing, against `torch.softmax` and, on a GPU, a device-to-device copy of the same
+# number of bytes (the ceiling for a kernel that must read and write everything once):
+
+# %% id="cell-14" tags=["demo"]
+rows, cols = SOFTMAX_SHAPE
+x = torch.randn(rows, cols, device=DEVICE, dtype=torch.float16)
+counted = traffic.count_traffic(softmax, x[:8])
+print(f"softmax of 8 x {cols} fp16 ({x[:8].nbytes:,} bytes): loaded {counted.loaded_bytes:,}, "
+      f"stored {counted.stored_bytes:,} bytes in {counted.programs} programs")
+candidates = {"softmax (yours)": lambda: softmax(x), "torch.softmax": lambda: torch.softmax(x, dim=-1)}
+if device.ON_GPU:
+    candidates["copy (same bytes)"] = grading.copy_baseline(2 * x.nbytes)
+bench.print_table(bench.compare(candidates, bytes=2 * x.nbytes), baseline="torch.softmax")
+
+# %% [markdown] id="cell-15"
+# ## Exercise 2 (2 points, needs a GPU): near copy bandwidth
+#
+# Your `softmax` on 65,536 rows of 1,000 fp16 values, timed against a device-to-device copy of the same
+# number of bytes (read plus written), interleaved in this process, with the outputs of the timed runs
+# checked. The threshold and the H200 figure it was set from are printed. If you fall short: are you
+# launching with enough warps for the block? Is the row read from memory exactly once?
+
+# %% id="cell-16" nbgrader={"grade": true, "grade_id": "test_softmax_bandwidth", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 2: softmax moves its bytes at a good fraction of copy bandwidth (GPU only).
+grading.require_gpu("the bandwidth check of softmax")
+limit = grading.threshold("04_flash_attention", "softmax_bandwidth")
+input_sets = [make_softmax_inputs({"shape": (65536, 1000), "dtype": torch.float16},
+                                  torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+grading.assert_bandwidth_fraction(softmax, input_sets, softmax_reference, torch.float16,
+                                  bytes=2 * input_sets[0][0].nbytes, limit=limit)
+
+# %% [markdown] id="cell-17"
+# ## 3. The online softmax
+#
+# Your softmax holds a whole row in one program. In attention a row of scores is $S$ values long, and
+# producing it at all is what we want to avoid: the scores of a query come out of `tl.dot` one *block of
+# keys* at a time, and to keep them on chip we must consume each block before computing the next. But the
+# softmax seems to need the row's maximum before it can exponentiate anything, and the sum of all the
+# exponentials before it can divide.
+#
+# The **online softmax** (Milakov and Gimelshein, 2018) gets around both with two running numbers per
+# row: $m$, the maximum of the values seen so far, and $\ell = \sum e^{x - m}$ over the values seen so
+# far, *relative to the current* $m$. When a new block $x^{(j)}$ arrives:
+#
+# $$m_\text{new} = \max\big(m,\ \max_k x^{(j)}_k\big), \qquad
+# \ell_\text{new} = \ell \cdot e^{\,m - m_\text{new}} + \sum_k e^{\,x^{(j)}_k - m_\text{new}} .$$
+#
+# The factor $e^{m - m_\text{new}} \le 1$ *rescales* the old sum to the new maximum: each old term
+# $e^{x - m}$ becomes $e^{x - m} e^{m - m_\text{new}} = e^{x - m_\text{new}}$. So after the last block
+# $m$ is the row's maximum and $\ell = \sum_k e^{x_k - m}$ exactly, every exponent was $\le 0$ (nothing
+# overflows), and each block was seen once. $m$ starts at $-\infty$ and $\ell$ at 0.
+#
+# One trap, which attention's masks walk into: a row whose first blocks are entirely $-\infty$ (masked
+# scores) still has $m = -\infty$ after them, and then $m - m_\text{new} = -\infty - (-\infty)$ is NaN.
+# Such a row has seen nothing yet: where $m_\text{new} = -\infty$, subtract 0 instead of $m_\text{new}$
+# (every term is then $e^{-\infty} = 0$, and $\ell$ stays 0).
+#
+# ## Exercise 3 (2 points): online softmax statistics
+#
+# Write `softmax_stats(blocks)` in plain PyTorch (this one is not a kernel, and it is graded everywhere).
+# `blocks` is an iterable of the column blocks of one `(rows, cols)` float64 matrix, in order, each a
+# `(rows, block_cols)` tensor (the last one may be narrower). Return `(m, l)`: two `(rows,)` tensors,
+# the maximum of each row and $\ell = \sum_k e^{x_k - m}$ for each row.
+#
+# **One pass, streaming.** The grader hands you the blocks from a stream that fails if you iterate it a
+# second time, or if you keep a block after you have asked for the one after next: keep the running
+# statistics, not the blocks (no `torch.cat`, no `list(blocks)`). It uses values of $10^3$ to $10^4$
+# (where a sum without the maximum overflows even in float64), rows whose first blocks are all $-\infty$,
+# a single block, and blocks narrower at the end; it compares with `torch.logsumexp`.
+
+# %% id="cell-18" nbgrader={"grade": false, "grade_id": "online_softmax_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def softmax_stats(blocks):
+    """(m, l) of the rows of a (rows, cols) matrix given as its column blocks, in order, each
+    block seen once: m (rows,) the row maxima, l (rows,) the sums of exp(x - m)."""
+    ### BEGIN SOLUTION
+    m = l = None
+    for block in blocks:
+        block_max = block.amax(dim=1)
+        if m is None:
+            m = torch.full_like(block_max, -math.inf)
+            l = torch.zeros_like(block_max)
+        m_new = torch.maximum(m, block_max)
+        # rows that have seen only -inf keep m = -inf and l = 0: subtract 0 for them, not -inf
+        shift = torch.where(m_new == -math.inf, 0.0, m_new)
+        l = l * torch.exp(m - shift) + torch.exp(block - shift[:, None]).sum(dim=1)
+        m = m_new
+    return m, l
+    ### END SOLUTION
+
+# %% [markdown] id="cell-19"
+# The stream the grader uses, and a first check: the statistics give the softmax of a row that was never
+# held whole (each value's weight is $e^{x - m} / \ell$).
+
+# %% id="cell-20" nbgrader={"grade": false, "grade_id": "online_softmax_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+class StreamedBlocks:
+    """The column blocks of x (rows, cols), block_cols wide (the last one narrower if cols is not
+    a multiple), for one pass only: iterating a second time fails, and so does asking for block
+    i + 2 while block i is still referenced. handed_out counts the blocks given."""
+
+    def __init__(self, x, block_cols):
+        self.x, self.block_cols = x, block_cols
+        self.handed_out, self.passes = 0, 0
+
+    def __iter__(self):
+        self.passes += 1
+        if self.passes > 1:
+            raise AssertionError("the blocks were iterated a second time: softmax_stats must "
+                                 "make one pass over them")
+        return self._stream()
+
+    def _stream(self):
+        given = []                                    # weak references: they do not keep blocks alive
+        for start in range(0, self.x.shape[1], self.block_cols):
+            for i, ref in enumerate(given[:-1]):
+                if ref() is not None:
+                    raise AssertionError(f"block {i} was still referenced when block {len(given)} was "
+                                         "requested: keep running statistics, not the blocks")
+            block = self.x[:, start:start + self.block_cols].clone()
+            given.append(weakref.ref(block))
+            self.handed_out += 1
+            yield block
+
+
+x = torch.randn(3, 1000, dtype=torch.float64) * 1e3
+m, l = softmax_stats(StreamedBlocks(x, 128))
+streamed = torch.exp(x - m[:, None]) / l[:, None]
+print("softmax from the streamed statistics against torch.softmax: relative error",
+      f"{check.relative_error(streamed, torch.softmax(x, dim=1)):.1e}")
+
+# %% id="cell-21" nbgrader={"grade": true, "grade_id": "test_softmax_stats", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 3: softmax_stats gives each row's maximum and sum of exp(x - m) in one streaming pass.
+def check_stats(x, block_cols, what):
+    rows, cols = x.shape
+    blocks = StreamedBlocks(x, block_cols)
+    m, l = softmax_stats(blocks)
+    n_blocks = triton.cdiv(cols, block_cols)
+    where = f"{what}: {rows} x {cols}, blocks of {block_cols}"
+    assert blocks.handed_out == n_blocks, f"{where}: read {blocks.handed_out} of the {n_blocks} blocks"
+    for name, t in (("m", m), ("l", l)):
+        assert isinstance(t, torch.Tensor) and t.shape == (rows,) and t.dtype == torch.float64, \
+            f"{where}: {name} must be a float64 tensor of shape ({rows},), got {t!r:.80}"
+    m_ref = x.amax(dim=1)
+    l_ref = torch.exp(torch.logsumexp(x, dim=1) - m_ref)
+    assert torch.equal(m, m_ref), f"{where}: m is not the row maximum (first row: {m[0]} vs {m_ref[0]})"
+    error = ((l - l_ref).abs() / l_ref).max().item() if torch.isfinite(l).all() else math.inf
+    assert error <= 1e-9, (f"{where}: l differs from sum(exp(x - m)) by up to {error:.3g} (relative); "
+                           f"first row: {l[0].item():.6g}, expected {l_ref[0].item():.6g}")
+
+
+generator = torch.Generator().manual_seed(0)
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+
+masked = randn(4, 96) * 100
+masked[:2, :40] = -math.inf                                 # rows 0, 1: the first blocks all -inf
+masked[2:, ::3] = -math.inf                                 # rows 2, 3: scattered -inf
+for x, block_cols, what in [
+        (randn(1, 1), 1, "one value"),
+        (randn(3, 10), 4, "a narrower last block"),
+        (randn(5, 100), 7, "standard normal"),
+        (randn(4, 64), 64, "a single block"),
+        (randn(2, 1000) * 1e3, 128, "values of 1e3"),
+        (torch.sort(randn(3, 300) * 1e4, dim=1).values, 32, "ascending values of 1e4"),
+        (masked, 16, "-inf entries")]:
+    check_stats(x, block_cols, what)
+### BEGIN HIDDEN TESTS
+hidden = randn(2, 129) * 1e4
+hidden[0, :64] = -math.inf
+for x, block_cols, what in [
+        (torch.sort(randn(6, 50) * 1e4, dim=1, descending=True).values, 50, "descending, one block"),
+        (hidden, 64, "values of 1e4 after an -inf block"),
+        (randn(3, 77) * 5e3 + 1e4, 10, "large offset")]:
+    check_stats(x, block_cols, what)
+### END HIDDEN TESTS
+print("softmax_stats matches torch.logsumexp on every case, in one streaming pass")
+
+# %% [markdown] id="cell-22"
+# **From statistics to attention.** Attention needs more than $m$ and $\ell$: it needs
+# $\sum_k \mathrm{softmax}(s)_k\, v_k = \frac{1}{\ell} \sum_k e^{s_k - m} v_k$ for each query. The same
+# trick works for the vector sum: keep an *accumulator* $\text{acc} = \sum e^{s_k - m} v_k$ relative to
+# the current maximum, multiply it by the same factor $\alpha = e^{m - m_\text{new}}$ whenever the maximum
+# grows, and divide by $\ell$ once, at the very end. Here is the whole algorithm for one head, in plain
+# PyTorch, taking keys and values one block at a time; it never holds more than a `(seq, block)` slice of
+# the scores:
+
+# %% id="cell-23"
+def blockwise_attention(q, k, v, block):
+    """softmax(q k^T / sqrt(d)) v for one head, q, k, v of shape (seq, d), with keys and values
+    taken `block` rows at a time: the online softmax with an output accumulator."""
+    seq, d = q.shape
+    m = torch.full((seq,), -math.inf, dtype=q.dtype)     # running maximum of each query's scores
+    l = torch.zeros(seq, dtype=q.dtype)                   # running sum of exp(score - m)
+    acc = torch.zeros_like(q)                             # running sum of exp(score - m) * v
+    for start in range(0, seq, block):
+        s = q @ k[start:start + block].T / math.sqrt(d)   # (seq, block): this block's scores only
+        m_new = torch.maximum(m, s.amax(dim=1))
+        alpha = torch.exp(m - m_new)                      # rescales everything summed so far
+        p = torch.exp(s - m_new[:, None])
+        l = l * alpha + p.sum(dim=1)
+        acc = acc * alpha[:, None] + p @ v[start:start + block]
+        m = m_new
+    return acc / l[:, None]
+
+
+q, k, v = (torch.randn(1, 1, 300, 64, dtype=torch.float64) for _ in range(3))
+print("blockwise attention (blocks of 64) against the definition: relative error",
+      f"{check.relative_error(blockwise_attention(q[0, 0], k[0, 0], v[0, 0], 64), attention_reference(q, k, v)[0, 0]):.1e}")
+
+# %% [markdown] id="cell-24"
+# ## 4. FlashAttention forward in Triton
+#
+# FlashAttention is `blockwise_attention` turned inside out for a GPU: instead of all queries at once
+# and a Python loop over key blocks, **one program per block of `BLOCK_M` queries of one (batch, head)**,
+# each looping over the key and value blocks itself. The grid is `(cdiv(seq, BLOCK_M), batch * heads)`:
+# `tl.program_id(0)` picks the query block, `tl.program_id(1)` the batch and head. A program:
+#
+# 1. loads its `BLOCK_M` × `head_dim` block of `q` **once**, and sets up its state in registers:
+#    `acc` (`BLOCK_M` × `head_dim`, float32, zeros), `l_i` (zeros) and `m_i` ($-\infty$);
+# 2. for each block of `BLOCK_N` keys: loads the `k` block, computes the `BLOCK_M` × `BLOCK_N` scores
+#    with `tl.dot(q, tl.trans(k))`, updates `m_i`, `l_i` and `acc` exactly as `blockwise_attention`
+#    does, loading the `v` block for `acc`'s `tl.dot`;
+# 3. divides `acc` by `l_i` and **stores the output block: the only store of the kernel**.
+#
+# The scores exist only as a `BLOCK_M` × `BLOCK_N` tile in registers. Each program reads `q` once and the
+# rows of `k` and `v` its queries may see; a tile of `k` or `v` loaded once serves `BLOCK_M` queries, the same reuse that made
+# lesson 02's tiled matmul fast.
+#
+# **Details that matter:**
+#
+# - **exp2.** A GPU computes $2^x$ in one instruction; $e^x = 2^{x \log_2 e}$. The kernel folds
+#   $\log_2 e / \sqrt d$ into one scale, `qk_scale = LOG2E / sqrt(head_dim)` (`LOG2E` is imported),
+#   multiplies the scores by it, keeps `m_i` in the same base-2 units, and uses `tl.math.exp2`
+#   everywhere: the same softmax with no extra multiply.
+# - **Keys past the end.** When `seq` is not a multiple of `BLOCK_N`, the last key block reaches past
+#   the end. Mask its loads (`other=0.0`) *and* set those scores to $-\infty$ with `tl.where`: a key
+#   loaded as zeros has score 0, not $-\infty$, and would get a weight.
+# - **Queries past the end.** The last query block may hang over the end too: load those rows as zeros
+#   (their scores are all 0, harmless) and do not store them.
+# - **Causal.** Query $i$ may see keys $j \le i$ only. For the query block starting at row
+#   `start_m * BLOCK_M`, key blocks entirely before that row need no mask at all; blocks between
+#   `start_m * BLOCK_M` and `(start_m + 1) * BLOCK_M` cross the diagonal and need the mask
+#   `offs_m[:, None] >= cols[None, :]`; blocks after that are entirely masked and are **skipped**, which
+#   is where causal attention saves half the work. (So that the diagonal starts on a key-block
+#   boundary, `BLOCK_M` must be a multiple of `BLOCK_N`.)
+# - **Masks cost time.** Most key blocks need no mask (all but the last without causal, all before the
+#   diagonal with it). The reference writes the loop body once, as a `@triton.jit` function
+#   `attention_blocks` with a `MASKED: tl.constexpr` flag, and calls it twice: once over the unmasked
+#   blocks, once over the masked ones. The compiler generates the two loops separately, and the hot one
+#   has no mask arithmetic.
+# - **Strides.** Pass each tensor's batch, head and sequence strides: the grader uses views of
+#   `(batch, seq, heads, head_dim)` tensors (`.transpose(1, 2)`, the layout a projection produces) and
+#   keys and values with their own head strides. The last dimension is contiguous (stride 1): the
+#   validator refuses anything else.
+#
+# **Tuning.** The best `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages` depend on the GPU, the head
+# dimension, the dtype and causality. Lesson 03's `tilegym_edu.tune.autotune` picks them: it times the
+# candidates of a search space on your problem, interleaved, drops clear losers early, and caches the
+# winner per GPU and problem. The search space for attention comes from the reference module,
+# `ATTENTION_SPACE`: a default (level 0), five more candidates worth trying on any GPU (level 1), and a
+# full grid (level 2) with a pruning rule that throws out, before compiling anything, the tiles that
+# cannot fit this GPU's shared memory or registers. In the interpreter there is nothing to time, and
+# `autotune` returns the default (`BLOCK_M=128, BLOCK_N=64`).
+
+# %% id="cell-25"
+print("level 0, the default:", ATTENTION_SPACE.default)
+for config in ATTENTION_SPACE.configs(1)[1:]:
+    print("level 1 adds:        ", config)
+resources = tune.Resources.of_gpu() or tune.Resources(shared_bytes=232_448)   # an H200's without a GPU
+problem = attention_problem(torch.empty(BATCH, HEADS, FOCUS_SEQ, HEAD_DIM, dtype=torch.float16), causal=False)
+kept, pruned = ATTENTION_SPACE.candidates(2, problem, resources)
+print(f"\nlevel 2 for {problem}: {len(kept)} candidates kept, {len(pruned)} pruned, e.g.")
+for config, why in pruned[::max(1, len(pruned) // 4)]:
+    print(f"  {config}: {why}")
+
+# %% [markdown] id="cell-26"
+# On an H200 the level-1 search chose `BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3` for all four
+# problems measured (head_dim 64 and 128, causal and not, $S = 4096$), and gained 4% over the default at
+# head_dim 128, non-causal (docs/results/h200.md).
+#
+# ## Exercises 4, 5, 6 (4 + 3 + 2 points): FlashAttention forward
+#
+# Write `flash_attention(q, k, v, causal=False, config=None, level=1)` and the kernels behind it:
+#
+# - `q`, `k`, `v`: `(batch, heads, seq, head_dim)`, one shape, one dtype (`float16` or `float32`, and
+#   `bfloat16` on a GPU), `head_dim` 16, 32, 64 or 128, any strides with the last dimension contiguous.
+#   Call `check_attention_inputs(q, k, v)` first (imported: it raises a `ValueError` that says what to
+#   change). Return a new tensor of `q`'s shape and dtype: $\mathrm{softmax}(qk^\top/\sqrt{d})\,v$,
+#   causal if asked, with the scores in float32.
+# - `config`: a `Config` with `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages`. Use it exactly when
+#   given (the grader passes small blocks, and counts your memory traffic with them); when it is `None`,
+#   take `autotune(flash_attention_kernel, attention_problem(q, causal), ATTENTION_SPACE, launch,
+#   level=level).config`, where `launch(config)` runs your kernel once on these inputs. `launch_attention`
+#   is there for that.
+# - The kernel stores the output and nothing else; it loads each `q` block once and, in each program,
+#   each `k` and `v` block at most once; causal programs skip the key blocks after the diagonal.
+#
+# The cell below has the reference's structure: `attention_blocks` (the loop over a range of key blocks,
+# masked or not), `flash_attention_kernel` (one program's work), `launch_attention` (grid and strides)
+# and `flash_attention`. The grader calls only `flash_attention`, so you may organise the kernels your own
+# way. It checks (Exercise 4) lengths that are not multiples of any block (1, 37, 130, 200, ...),
+# head_dim 16 to 128, several batches and heads, fp16 and fp32, transposed and head-strided views, and
+# scores around $10^3$, where any exponential without the maximum subtracted overflows; (Exercise 5)
+# the same with `causal=True`; (Exercise 6) the bytes your kernel loads and stores, counted in the
+# interpreter. During grading PyTorch may only allocate, view and copy: `F.scaled_dot_product_attention`
+# or the reference fails every exercise.
+
+# %% id="cell-27" nbgrader={"grade": false, "grade_id": "flash_attention_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+@triton.jit
+def attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_vn, offs_m, offs_n,
+                     offs_d, lo, hi, seq_len, qk_scale,
+                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """Fold key/value blocks lo, lo + BLOCK_N, ... < hi into the running state of one query
+    block: acc (BLOCK_M, HEAD_DIM) the unnormalised output, l_i the running sum of
+    exponentials, m_i the running maximum (in log2 units). MASKED blocks mask keys past
+    seq_len and, if CAUSAL, keys after the query; unmasked blocks skip that work."""
+    ### BEGIN SOLUTION
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :],
+                        mask=cols[:, None] < seq_len, other=0.0)
+        else:
+            k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :])
+        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        if MASKED:
+            valid = cols[None, :] < seq_len
+            if CAUSAL:
+                valid = valid & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(valid, qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if MASKED:
+            v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :],
+                        mask=cols[:, None] < seq_len, other=0.0)
+        else:
+            v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+    ### END SOLUTION
+
+
+@triton.jit
+def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr,
+                           stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                           stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
+                           H, seq_len, qk_scale,
+                           HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """o = softmax(q k^T * scale) v for one BLOCK_M block of queries of one (batch, head):
+    program (i, b * H + h). Keys and values stream through in BLOCK_N blocks with the online
+    softmax; the seq x seq scores never leave the chip. Last dimension contiguous (stride 1).
+    Blocks that need no mask run without one; causal attention stops at the diagonal and
+    masks only the blocks it crosses (BLOCK_M must be a multiple of BLOCK_N)."""
+    ### BEGIN SOLUTION
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    q_ptr += b * stride_qb + h * stride_qh
+    k_ptr += b * stride_kb + h * stride_kh
+    v_ptr += b * stride_vb + h * stride_vh
+    o_ptr += b * stride_ob + h * stride_oh
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qs + offs_d[None, :],
+                mask=offs_m[:, None] < seq_len, other=0.0)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    if CAUSAL:
+        unmasked_end = start_m * BLOCK_M
+        end = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
+    else:
+        unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
+        end = seq_len
+    acc, l_i, m_i = attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
+                                     offs_m, offs_n, offs_d, 0, unmasked_end, seq_len,
+                                     qk_scale, BLOCK_N, False, CAUSAL)
+    acc, l_i, m_i = attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
+                                     offs_m, offs_n, offs_d, unmasked_end, end, seq_len,
+                                     qk_scale, BLOCK_N, True, CAUSAL)
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + offs_m[:, None] * stride_os + offs_d[None, :],
+             out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
+    ### END SOLUTION
+
+
+def launch_attention(q, k, v, o, causal: bool, config) -> None:
+    """Run flash_attention_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
+    num_stages), writing o."""
+    ### BEGIN SOLUTION
+    batch, heads, seq, head_dim = q.shape
+    grid = (triton.cdiv(seq, config["BLOCK_M"]), batch * heads)
+    flash_attention_kernel[grid](
+        q, k, v, o, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+        heads, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim, CAUSAL=causal, **config)
+    ### END SOLUTION
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                    config=None, level: int = 1) -> torch.Tensor:
+    """softmax(q k^T / sqrt(head_dim)) v, causal if asked, with the configuration the tuner
+    picks for this problem (or ``config``); scores in float32, output in q's dtype."""
+    ### BEGIN SOLUTION
+    check_attention_inputs(q, k, v)
+    o = torch.empty_like(q)
+    if config is None:
+        config = autotune(flash_attention_kernel, attention_problem(q, causal), ATTENTION_SPACE,
+                          lambda c: launch_attention(q, k, v, o, causal, c), level=level).config
+    launch_attention(q, k, v, o, causal, config)
+    return o
+    ### END SOLUTION
+
+# %% id="cell-28" nbgrader={"grade": false, "grade_id": "attention_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def make_attention_inputs(case, generator):
+    """(q, k, v, causal, config) for case = {"batch", "heads", "seq", "head_dim", "dtype"}: q, k, v
+    standard normal on the lesson's device, causal = case.get("causal", False), and config from
+    case["blocks"] = (BLOCK_M, BLOCK_N) (None without: the tuner's choice).
+    case["layout"]: "bshd" makes each of q, k, v a .transpose(1, 2) view of a (batch, seq, heads,
+    head_dim) tensor; "kv-strided" takes k and v as every other head of a tensor with twice the heads.
+    case["scale"] multiplies q and k: 32 gives scores of about 1e3."""
+    B, H, S, D, dtype = case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"]
+    layout, scale = case.get("layout", "contiguous"), case.get("scale", 1.0)
+
+    def tensor(s, is_kv):
+        if layout == "bshd":
+            return check.random_tensor((B, S, H, D), dtype, generator, s).transpose(1, 2)
+        if layout == "kv-strided" and is_kv:
+            return check.random_tensor((B, 2 * H, S, D), dtype, generator, s)[:, ::2]
+        return check.random_tensor((B, H, S, D), dtype, generator, s)
+
+    blocks = case.get("blocks")
+    config = Config(BLOCK_M=blocks[0], BLOCK_N=blocks[1], num_warps=4, num_stages=2) if blocks else None
+    return (tensor(scale, False), tensor(scale, True), tensor(1.0, True), case.get("causal", False), config)
+
+
+for result in check.check(flash_attention, attention_reference, make_attention_inputs, seeds=[0], cases=[
+        {"batch": 2, "heads": 2, "seq": 100, "head_dim": 64, "dtype": torch.float16},
+        {"batch": 1, "heads": 2, "seq": 70, "head_dim": 32, "dtype": torch.float32, "causal": True,
+         "layout": "bshd", "blocks": (32, 16)}]):
+    print(result.describe())
+
+# %% id="cell-29" nbgrader={"grade": true, "grade_id": "test_flash_attention_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+# Exercise 4: flash_attention (non-causal) is correct on odd lengths, head_dim 16 to 128, batches and
+# heads, fp16 and fp32, strided views, its own and the grader's block sizes, and huge scores.
+cases = [
+    {"batch": 1, "heads": 1, "seq": 1, "head_dim": 64, "dtype": torch.float32},
+    {"batch": 2, "heads": 2, "seq": 37, "head_dim": 64, "dtype": torch.float16},
+    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 128, "dtype": torch.float32},
+    {"batch": 1, "heads": 2, "seq": 200, "head_dim": 32, "dtype": torch.float16, "layout": "bshd"},
+    {"batch": 1, "heads": 2, "seq": 50, "head_dim": 16, "dtype": torch.float16, "layout": "kv-strided",
+     "blocks": (32, 16)},
+    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 64, "dtype": torch.float16, "scale": 32.0},
+]
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases, seeds=(0, 1))
+q = torch.randn(1, 2, 16, 64, device=DEVICE)
+for args, why in [((q, q, q[:, :1]), "v with another shape"), ((q, q.transpose(2, 3).contiguous().transpose(2, 3), q),
+                                                                "k with a non-contiguous last dimension")]:
+    try:
+        flash_attention(*args)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError(f"flash_attention accepted {why}: call check_attention_inputs(q, k, v)")
+### BEGIN HIDDEN TESTS
+hidden_cases = [
+    {"batch": 1, "heads": 1, "seq": 77, "head_dim": 128, "dtype": torch.float16, "layout": "bshd", "scale": 32.0},
+    {"batch": 2, "heads": 1, "seq": 100, "head_dim": 32, "dtype": torch.float32, "blocks": (64, 32)},
+    {"batch": 1, "heads": 3, "seq": 2, "head_dim": 16, "dtype": torch.float16},
+]
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases, seeds=(11,))
+### END HIDDEN TESTS
+
+# %% id="cell-30" nbgrader={"grade": true, "grade_id": "test_flash_attention_causal", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Exercise 5: flash_attention with causal=True is correct on the same kinds of cases.
+cases = [
+    {"batch": 1, "heads": 1, "seq": 1, "head_dim": 64, "dtype": torch.float32, "causal": True},
+    {"batch": 2, "heads": 2, "seq": 37, "head_dim": 64, "dtype": torch.float16, "causal": True},
+    {"batch": 1, "heads": 1, "seq": 200, "head_dim": 128, "dtype": torch.float16, "causal": True, "layout": "bshd"},
+    {"batch": 1, "heads": 1, "seq": 70, "head_dim": 32, "dtype": torch.float32, "causal": True, "blocks": (32, 16)},
+    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 64, "dtype": torch.float16, "causal": True, "scale": 32.0},
+]
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases, seeds=(0, 1))
+### BEGIN HIDDEN TESTS
+hidden_cases = [
+    {"batch": 2, "heads": 1, "seq": 150, "head_dim": 16, "dtype": torch.float16, "causal": True,
+     "layout": "kv-strided", "blocks": (64, 64)},
+    {"batch": 1, "heads": 1, "seq": 64, "head_dim": 32, "dtype": torch.float32, "causal": True, "blocks": (64, 32)},
+]
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases, seeds=(11,))
+### END HIDDEN TESTS
+
+# %% [markdown] id="cell-31"
+# **Exercise 6, what the kernel may move.** Without a GPU nothing can be timed, but the bytes can be
+# counted. The check below runs your `flash_attention` at batch 1, 2 heads, $S = 256$, head_dim 64 in
+# fp16, with `BLOCK_M=64, BLOCK_N=32`, under `traffic.count_traffic`. Per head, the algorithm loads `q`
+# once ($S d e$ bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M \rceil$ programs,
+# every row of `k` and `v` that the program's queries may see: all $S$ of them without causal masking,
+# only those up to the end of its own query block with it. It stores the output once, $S d e$ bytes.
+# Your kernel must store exactly the output's bytes (anything like the $S \times S$ scores shows up at
+# once: they are 4 times the output here, in fp16), load at most 1.25 times that budget, and compute the
+# right output.
+
+# %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_never_writes_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 6: flash_attention stores only its output and loads no more than the algorithm needs.
+def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, causal):
+    """Bytes: q once, and for each query block the k and v rows its queries may see."""
+    seen = sum(min((i + 1) * block_m, seq) if causal else seq for i in range(triton.cdiv(seq, block_m)))
+    return batch * heads * (seq + 2 * seen) * head_dim * element_size
+
+
+def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
+    case = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "dtype": dtype,
+            "blocks": (block_m, block_n)}
+    q, k, v, _, config = make_attention_inputs(case, torch.Generator().manual_seed(0))
+    e, output_bytes = q.element_size(), q.numel() * q.element_size()
+    scores_bytes = batch * heads * seq * seq * e
+    for causal in (False, True):
+        outputs = []
+        counted = traffic.count_traffic(
+            lambda: outputs.append(grading.guarded_call(flash_attention, (q, k, v, causal, config))))
+        budget = attention_load_budget(batch, heads, seq, head_dim, e, block_m, causal)
+        what = f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) {str(dtype)[6:]}, " \
+               f"blocks {block_m} x {block_n}"
+        print(f"{what}: loaded {counted.loaded_bytes:,} bytes (budget 1.25 x {budget:,}), "
+              f"stored {counted.stored_bytes:,} (the output holds {output_bytes:,})")
+        assert counted.stored_bytes == output_bytes, (
+            f"{what}: stored {counted.stored_bytes:,} bytes, but the output holds {output_bytes:,}: store "
+            "each output element once and nothing else" + (
+                f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: they must stay on chip)"
+                if counted.stored_bytes >= scores_bytes else ""))
+        assert counted.loaded_bytes <= 1.25 * budget, (
+            f"{what}: loaded {counted.loaded_bytes:,} bytes, over the budget of 1.25 x {budget:,}: load q "
+            "once per program and each k and v block once" + (", and skip the key blocks after the diagonal"
+                                                              if causal else ""))
+        if not causal:
+            passed, _, message = check.compare_output(
+                outputs[0], attention_reference(q.double().cpu(), k.double().cpu(), v.double().cpu()), dtype)
+            assert passed, f"{what}: the counted run's output is wrong: {message}"
+
+
+check_traffic(1, 2, 256, 64, torch.float16, 64, 32)
+### BEGIN HIDDEN TESTS
+check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
+### END HIDDEN TESTS
+
+# %% [markdown] id="cell-33"
+# ## Exercise 7 (2 + 2 + 2 points, needs a GPU): speed and memory
+#
+# Three checks on a GPU, each measured in this process, with outputs checked against the float64
+# definition:
+#
+# - **Against naive attention**, batch 1, 16 heads, $S = 4096$, head_dim 64, fp16: your speed over
+#   `naive_attention`'s, timed interleaved. (On an H200 at batch 4 and 32 heads, the reference took 1.2
+#   ms where naive PyTorch took 19.9 ms, docs/results/h200.md.)
+# - **Peak memory**: the extra GPU memory of one call at $S = 4096$ and $S = 16384$ (batch 1, 16 heads,
+#   head_dim 64) must stay within twice the output's size: memory that grows with $S$, not $S^2$.
+# - **Against the best SDPA backend**, batch 4, 32 heads, $S = 4096$, head_dim 128, fp16: PyTorch's
+#   `F.scaled_dot_product_attention` has several backends, chosen with `torch.nn.attention.sdpa_kernel`:
+#   `FLASH_ATTENTION` (the FlashAttention-2 kernels built into PyTorch), `CUDNN_ATTENTION` (NVIDIA cuDNN's
+#   fused attention), `EFFICIENT_ATTENTION` (the memory-efficient kernel from xFormers) and `MATH` (plain
+#   operations, like the naive version). Every backend that runs on your GPU is timed, interleaved with
+#   your kernel, and your speed is compared with the fastest. On an H200 that was cuDNN, and the
+#   reference reached 0.78 of its speed (510 against 657 TFLOP/s, docs/results/h200.md).
+#
+# Each check tunes your kernel before timing it (the tuner's result is cached per problem). The
+# helpers below run SDPA with one backend and find the backends that can run here.
+
+# %% id="cell-34" nbgrader={"grade": false, "grade_id": "sdpa_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+SDPA_BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION,
+                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+
+
+def sdpa(q, k, v, backend, causal=False):
+    """F.scaled_dot_product_attention with only `backend` allowed."""
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def available_sdpa_backends(q, k, v, causal=False, verbose=True, backends=SDPA_BACKENDS):
+    """{name: backend} of the SDPA backends (of `backends`) that run on these inputs here. A
+    backend this GPU or this PyTorch cannot run on them, or that runs out of memory, is left out
+    (and named if verbose)."""
+    found = {}
+    for name, backend in backends.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")        # PyTorch warns about each backend it cannot use
+                sdpa(q, k, v, backend, causal)
+            device.synchronize()
+        except RuntimeError as error:                  # torch.cuda.OutOfMemoryError included
+            if device.ON_GPU:
+                torch.cuda.empty_cache()
+            if verbose:
+                print(f"SDPA {name} left out: {str(error).strip().splitlines()[0][:120]}")
+        else:
+            found[name] = backend
+    return found
+
+
+print("SDPA backends that run here:", ", ".join(available_sdpa_backends(
+    *make_attention_inputs({"batch": 1, "heads": 2, "seq": 64, "head_dim": 64, "dtype": torch.float16},
+                           torch.Generator().manual_seed(0))[:3], verbose=False)))
+
+# %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_flash_vs_naive", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 7a: flash_attention is many times faster than naive attention (GPU only).
+grading.require_gpu("the speedup of flash_attention over naive attention")
+limit = grading.threshold("04_flash_attention", "flash_vs_naive")
+B, H, S, D = 1, 16, 4096, 64
+input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+                                    torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
+flash_attention(*input_sets[0])        # tune first (cached): the timed calls run the chosen configuration
+grading.assert_speedup(flash_attention, naive_attention, input_sets, attention_reference, torch.float16,
+                       limit, flops=4 * B * H * S * S * D)
+
+# %% id="cell-36" nbgrader={"grade": true, "grade_id": "test_peak_memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 7b: one call of flash_attention needs memory for its output, not for the scores (GPU only).
+grading.require_gpu("the peak memory of flash_attention")
+B, H, D = 1, 16, 64
+for S in (4096, 16384):
+    q, k, v, *_ = make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+                                        torch.Generator().manual_seed(S))
+    flash_attention(q, k, v)           # tune first: the tuner's timing buffers are not the kernel's memory
+    extra, out = peak_extra_bytes(lambda: grading.guarded_call(flash_attention, (q, k, v)))
+    output_bytes, scores_bytes = q.numel() * q.element_size(), B * H * S * S * q.element_size()
+    print(f"seq {S:>5}: extra peak memory {extra / 2**20:,.1f} MiB, output {output_bytes / 2**20:,.1f} MiB "
+          f"(the fp16 scores alone would take {scores_bytes / 2**30:,.1f} GiB)")
+    rows = slice(None, None, S // 256)  # check 256 queries of 2 heads against the definition
+    expected = attention_reference(*(t[:, :2].double().cpu() for t in (q[:, :, rows], k, v)))
+    passed, _, message = check.compare_output(out[:, :2, rows], expected, torch.float16)
+    assert passed, f"seq {S}: the output is wrong: {message}"
+    assert extra <= 2 * output_bytes, (
+        f"seq {S}: one call took {extra / 2**20:,.1f} MiB beyond its inputs, more than twice its output "
+        f"({output_bytes / 2**20:,.1f} MiB): memory must grow with seq, not seq^2 (the fp16 scores alone "
+        f"would take {scores_bytes / 2**30:,.2f} GiB)")
+
+# %% id="cell-37" nbgrader={"grade": true, "grade_id": "test_flash_vs_best_sdpa", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 7c: flash_attention against the fastest SDPA backend on this GPU (GPU only).
+grading.require_gpu("the speed of flash_attention against PyTorch's SDPA backends")
+limit = grading.threshold("04_flash_attention", "flash_vs_best_sdpa")
+B, H, S, D = 4, 32, 4096, 128
+input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+                                    torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
+flash_attention(*input_sets[0])        # tune first (cached)
+q, k, v = input_sets[0]
+baselines = {f"SDPA {name}": (lambda backend=backend: sdpa(q, k, v, backend))
+             for name, backend in available_sdpa_backends(q, k, v).items()}
+yours, *others = grading.measure_speed(flash_attention, baselines, input_sets, attention_reference,
+                                       torch.float16, flops=4 * B * H * S * S * D)
+assert others, "no SDPA backend could run on this GPU: there is nothing to compare with"
+fastest = min(others, key=lambda m: m.median_ms)
+print(f"the fastest SDPA backend here: {fastest.name}")
+grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
+
+# %% [markdown] id="cell-38"
+# ## Compare: your kernel, the reference, and every SDPA backend
+#
+# The comparison this lesson was for, at batch 4, 32 heads, head_dim 128 in fp16 on a GPU, for sequence
+# lengths from 1,024 to 16,384, causal and not: your `flash_attention`, the course's reference, naive
+# PyTorch and each SDPA backend, timed interleaved on the same inputs. TFLOP/s come from $4BHS^2d$ FLOPs
+# (halved when causal); bytes from the fewest the problem needs (`q`, `k`, `v` read and the output
+# written once), so on the roofline every version sits at the same intensity and only its height
+# differs. Naive PyTorch and the math backend, which hold the scores in memory, are timed only up to
+# $S = 4096$: beyond that they take tens of GiB and seconds per call. On a GPU this cell takes a while
+# (each of the ten problems is tuned first, for your kernel and for the reference); in the interpreter it
+# times a toy problem, which says nothing about GPU speed.
+
+# %% id="cell-39" tags=["demo"]
+def attention_flops(batch, heads, seq, head_dim, causal):
+    """4·B·H·S²·d: two matmuls of 2·S²·d per head; half of that when causal."""
+    return 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1)
+
+
+def fits(fn):
+    """Whether fn() runs without running out of GPU memory (always, in the interpreter)."""
+    try:
+        fn()
+        device.synchronize()
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return False
+    return True
+
+
+rates = {False: {}, True: {}}        # causal -> name -> {seq: TFLOP/s}
+focus = {}                           # causal -> the measurements at FOCUS_SEQ
+for causal in (False, True):
+    for S in progress.track(SEQ_LENS, f"{'causal' if causal else 'non-causal'} sweep"):
+        q, k, v, *_ = make_attention_inputs({"batch": BATCH, "heads": HEADS, "seq": S, "head_dim": HEAD_DIM,
+                                             "dtype": torch.float16}, torch.Generator().manual_seed(S))
+        flash_attention(q, k, v, causal)                 # tune first (cached per problem)
+        reference.flash_attention(q, k, v, causal)
+        fns = {"flash_attention (yours)": lambda: flash_attention(q, k, v, causal),
+               "reference solution": lambda: reference.flash_attention(q, k, v, causal)}
+        if S <= 4096 and fits(lambda: naive_attention(q, k, v, causal)):
+            fns["naive PyTorch"] = lambda: naive_attention(q, k, v, causal)
+        tried = {name: b for name, b in SDPA_BACKENDS.items() if name != "math" or S <= 4096}
+        for name, backend in available_sdpa_backends(q, k, v, causal, verbose=False, backends=tried).items():
+            fns[f"SDPA {name}"] = lambda backend=backend: sdpa(q, k, v, backend, causal)
+        results = bench.compare(fns, flops=attention_flops(BATCH, HEADS, S, HEAD_DIM, causal), bytes=4 * q.nbytes)
+        for m in results:
+            rates[causal].setdefault(m.name, {})[S] = m.tflops
+        if S == FOCUS_SEQ:
+            focus[causal] = results
+        del q, k, v
+
+for causal in (False, True):
+    print(f"\nbatch {BATCH}, heads {HEADS}, head_dim {HEAD_DIM}, fp16, seq {FOCUS_SEQ}, "
+          f"{'causal' if causal else 'non-causal'}")
+    bench.print_table(focus[causal], baseline="flash_attention (yours)")
+
+# %% [markdown] id="cell-40"
+# TFLOP/s against sequence length, and at $S$ = `FOCUS_SEQ` the ladder from naive PyTorch up and the
+# roofline (on a GPU only: interpreter times say nothing about GPU speed):
+
+# %% id="cell-41" tags=["demo"]
+if not focus:
+    raise NotImplementedError("the comparison needs your flash_attention (Exercise 4): write it, then "
+                              "run the sweep above again")
+if device.ON_GPU:
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    for ax, causal in zip(axes, (False, True)):
+        for i, (name, by_seq) in enumerate(rates[causal].items()):
+            seqs = sorted(by_seq)
+            ax.plot(seqs, [by_seq[s] for s in seqs], "o-", color=f"C{i}", label=name)
+        ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)",
+               title=f"{'causal' if causal else 'non-causal'}: batch {BATCH}, {HEADS} heads, head_dim {HEAD_DIM}, fp16")
+        ax.set_xscale("log", base=2)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("TFLOP/s (4·B·H·S²·d, halved when causal)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Attention forward on {device.info().name}")
+    plt.tight_layout()
+    plt.show()
+    order = ["naive PyTorch", "SDPA math", "SDPA efficient", "SDPA flash", "flash_attention (yours)",
+             "reference solution", "SDPA cuDNN"]
+    ladder = sorted(focus[False], key=lambda m: order.index(m.name) if m.name in order else len(order))
+    roofline.plot_ladder(ladder, title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16: from naive up")
+else:
+    print("The TFLOP/s chart and the ladder need GPU timings: interpreter times say nothing about GPU speed.")
+fastest_sdpa = min((m for m in focus[False] if m.name.startswith("SDPA")), key=lambda m: m.median_ms)
+shown = [m for m in focus[False] if not m.name.startswith("SDPA")] + [fastest_sdpa]   # one label per point
+roofline.plot_roofline(shown, title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16, on the roofline");
+
+# %% [markdown] id="cell-42"
+# ## What comes next
+#
+# Attention done naively is memory-bound by its own intermediate: the $S \times S$ scores. FlashAttention
+# removes the intermediate instead of moving it faster, with two ideas that reach far beyond attention:
+# **fuse** producer and consumer into one kernel so the data between them never leaves the chip, and
+# **make the reduction online** (the running maximum and rescaled sums) so that a row can be consumed in
+# blocks. On an H200 the reference kernel written this way ran at 510 TFLOP/s at batch 4, 32 heads,
+# $S = 4096$, head_dim 128, 1.4 times PyTorch's FlashAttention-2 backend (358) and 0.78 of cuDNN's
+# attention (657) (docs/results/h200.md). The rest of the gap is what FlashAttention-3 (Shah et al.,
+# 2024) goes after on Hopper: producer and consumer warps that specialise, asynchronous tensor-core
+# instructions, and the softmax of one tile overlapped with the matmuls of the next.
+#
+# Lesson 05 applies the first idea to **convolution**. The classic way to run a convolution on matrix
+# hardware, *im2col*, copies every input patch into the rows of a large matrix and multiplies it by the
+# filters: a GEMM, but with an intermediate many times the size of the input, written to memory and read
+# back. An **implicit GEMM** never builds that matrix: it runs lesson 02's tiled matmul and computes, for
+# each tile it loads, which input pixels (channels last, with stride and padding) the rows of the
+# virtual im2col matrix would have held.
