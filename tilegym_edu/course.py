@@ -12,6 +12,7 @@ autogrades the copy in a fresh kernel: the learner's own notebook is never touch
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
-from tilegym_edu import executor, figures, percent, sandbox, submission
+from tilegym_edu import executor, figures, includes, percent, sandbox, submission
 from tilegym_edu.check import NOT_WRITTEN, hints
 from tilegym_edu.feedback import HideHiddenTests
 
@@ -130,24 +131,41 @@ def release(lesson: str, root: Path | None = None) -> Path:
 
 def build_solutions(lesson: str, root: Path | None = None) -> list[Path]:
     """Write each notebook of ``solutions/<lesson>/`` from its source, the percent-format
-    ``.py`` beside it (:mod:`tilegym_edu.percent`); return the notebooks written."""
+    ``.py`` beside it (:mod:`tilegym_edu.percent`), its include lines expanded
+    (:mod:`tilegym_edu.includes`); return the notebooks written."""
     root = root or course_root()
     written = []
     for source in sorted((root / "solutions" / lesson).glob("*.py")):
         notebook = source.with_suffix(".ipynb")
-        nbformat.write(percent.from_text(source.read_text()), notebook)
+        nbformat.write(includes.expand(percent.from_text(source.read_text()), root), notebook)
         written.append(notebook)
     return written
 
 
 def write_sources(lesson: str, root: Path | None = None) -> list[Path]:
     """The other way: each notebook of ``solutions/<lesson>/`` written as its source (after
-    the notebook was edited in JupyterLab); return the sources written."""
+    the notebook was edited in JupyterLab); return the sources written. A source cell with
+    include lines is kept as it is when the notebook's cell is still what it includes; if that
+    cell was edited, nothing is written (the edit belongs in the included code)."""
     root = root or course_root()
     written = []
     for notebook in sorted((root / "solutions" / lesson).glob("*.ipynb")):
         source = notebook.with_suffix(".py")
-        source.write_text(percent.to_text(nbformat.read(notebook, as_version=4)))
+        nb = nbformat.read(notebook, as_version=4)
+        if source.exists():
+            old = percent.from_text(source.read_text())
+            built = {c.id: c.source for c in includes.expand(copy.deepcopy(old), root).cells}
+            for cell in nb.cells:
+                kept = next((c for c in old.cells if c.id == cell.id), None)
+                if kept is None or not includes.has_includes(kept.source):
+                    continue
+                if cell.source != built[cell.id]:
+                    raise CourseError(
+                        f"cell {cell.id} of {notebook.name} was edited, but its source takes "
+                        f"its code from elsewhere ({kept.source.splitlines()[0]}, ...): make "
+                        f"the edit there, then run `tilegym-edu generate {lesson}`")
+                cell.source = kept.source
+        source.write_text(percent.to_text(nb))
         written.append(source)
     return written
 

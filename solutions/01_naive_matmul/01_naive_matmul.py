@@ -343,38 +343,10 @@ grading.assert_correct(kernel, matmul_reference, make_matmul_inputs, hidden_case
 # milliseconds.
 
 # %% id="cell-13" nbgrader={"grade": false, "grade_id": "naive_matmul_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def naive_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                        BLOCK_K: tl.constexpr):
-    """c[m, n] = sum_k a[m, k] * b[k, n]; program (m, n) computes that one element, reading a
-    row of a and a column of b BLOCK_K elements at a time."""
-    ### BEGIN SOLUTION
-    m = tl.program_id(0)
-    n = tl.program_id(1)
-    acc = tl.zeros((BLOCK_K,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        mask = offs_k < K
-        a = tl.load(a_ptr + m * stride_am + offs_k * stride_ak, mask=mask, other=0.0)
-        b = tl.load(b_ptr + offs_k * stride_bk + n * stride_bn, mask=mask, other=0.0)
-        acc += a.to(tl.float32) * b.to(tl.float32)
-    c = tl.sum(acc, axis=0)
-    tl.store(c_ptr + m * stride_cm + n * stride_cn, c.to(c_ptr.dtype.element_ty))
-    ### END SOLUTION
+# include: tilegym_edu/reference/matmul.py naive_matmul_kernel solution
 
 
-def naive_matmul(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
-    """a @ b with one program per output element: a grid of M x N programs."""
-    ### BEGIN SOLUTION
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    naive_matmul_kernel[(M, N)](a, b, c, M, N, K, a.stride(0), a.stride(1),
-                                b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                                BLOCK_K=block_k)
-    return c
-    ### END SOLUTION
+# include: tilegym_edu/reference/matmul.py naive_matmul solution
 
 # %% [markdown] id="cell-14"
 # Check it before timing it. The checker is the one the grader uses; each line names the case, its

@@ -371,58 +371,10 @@ for S in (4096, 8192, 16384):
 # float32 accumulator, masked loads with `other=0.0`, and a masked store.
 
 # %% id="cell-19" nbgrader={"grade": false, "grade_id": "tiled_matmul_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        GROUP_M: tl.constexpr):
-    """c = a @ b; each program computes one BLOCK_M x BLOCK_N tile of c, walking K in
-    BLOCK_K steps with tl.dot. Programs are numbered in groups of GROUP_M tile rows so that
-    programs running at the same time share tiles of a and b in L2."""
-    ### BEGIN SOLUTION
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_mask = (k0 + offs_k) < K
-        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & k_mask[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=k_mask[:, None] & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-    ### END SOLUTION
+# include: tilegym_edu/reference/matmul.py tiled_matmul_kernel solution
 
 
-def tiled_matmul(a: torch.Tensor, b: torch.Tensor, block_m: int = 128, block_n: int = 128,
-                 block_k: int = 32, group_m: int = 8, num_warps: int = 4) -> torch.Tensor:
-    """a @ b with one program per BLOCK_M x BLOCK_N tile of the output. Use blocks of 16 to 32
-    in interpreter mode, where each program costs milliseconds."""
-    ### BEGIN SOLUTION
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
-    tiled_matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1),
-                              b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                              GROUP_M=group_m, num_warps=num_warps)
-    return c
-    ### END SOLUTION
+# include: tilegym_edu/reference/matmul.py tiled_matmul solution
 
 # %% [markdown] id="cell-20"
 # Check it as you go with the grader's own checker; each line names the case, the relative error, and

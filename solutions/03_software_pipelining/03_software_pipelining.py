@@ -642,45 +642,7 @@ for config in reference.PIPELINED_SPACE.small:
 print(reference.PIPELINED_SPACE.grid, "cap", reference.PIPELINED_SPACE.cap)
 
 # %% id="cell-31" nbgrader={"grade": false, "grade_id": "matmul_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                            stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            GROUP_M: tl.constexpr):
-    """c = a @ b, one BLOCK_M x BLOCK_N tile of c per program, grouped ordering as in lesson 02.
-    The K loop is a tl.range: the compiler software-pipelines it, keeping num_stages - 1 tile
-    loads in flight while tl.dot works on the current tile (num_stages is a launch option).
-    Rows and columns past the edge wrap around (% M, % N) instead of being masked, so only the
-    last K step needs a mask; the wrapped results are never stored."""
-    ### BEGIN SOLUTION
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in tl.range(0, tl.cdiv(K, BLOCK_K)):
-        k_left = K - k * BLOCK_K
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-    ### END SOLUTION
+# include: tilegym_edu/reference/pipelined.py pipelined_matmul_kernel as matmul_kernel solution
 
 
 def fits(config, problem, resources) -> str | None:
@@ -917,46 +879,7 @@ print(tune.kernel_source(reference.persistent_matmul_kernel))
 # cuBLAS at 8192 × 8192 × 512 in fp16, the short-$K$ shape where persistence pays most.
 
 # %% id="cell-44" nbgrader={"grade": false, "grade_id": "persistent_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def persistent_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
-                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                             NUM_PROGRAMS: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr,
-                             FLATTEN: tl.constexpr):
-    """c = a @ b with NUM_PROGRAMS programs (one per SM) that each walk over output tiles
-    pid, pid + NUM_PROGRAMS, ... in grouped order. Tiles move through tensor descriptors:
-    a_desc is a (M, K) descriptor with blocks of BLOCK_M x BLOCK_K, b_desc (K, N) with
-    BLOCK_K x BLOCK_N, c_desc (M, N) with BLOCK_M x (BLOCK_N // EPILOGUE_SPLIT). Out-of-bounds
-    loads read zeros and out-of-bounds stores are dropped by the hardware (TMA on Hopper), so
-    the kernel has no masks. EPILOGUE_SPLIT = 2 stores c in two halves, halving the shared
-    memory the store stages through. FLATTEN = True lets the compiler pipeline the tile loop and
-    the K loop as one, so the next tile's first loads overlap this tile's epilogue."""
-    ### BEGIN SOLUTION
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = num_pid_m * num_pid_n
-    num_pid_in_group = GROUP_M * num_pid_n
-    for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
-        first_pid_m = (tile // num_pid_in_group) * GROUP_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-        pid_n = (tile % num_pid_in_group) // group_size_m
-        offs_m = pid_m * BLOCK_M
-        offs_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([offs_m, k * BLOCK_K])
-            b = b_desc.load([k * BLOCK_K, offs_n])
-            acc = tl.dot(a, b, acc)
-        if EPILOGUE_SPLIT == 2:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([offs_m, offs_n], left.to(c_desc.dtype))
-            c_desc.store([offs_m, offs_n + BLOCK_N // 2], right.to(c_desc.dtype))
-        else:
-            c_desc.store([offs_m, offs_n], acc.to(c_desc.dtype))
-    ### END SOLUTION
+# include: tilegym_edu/reference/pipelined.py persistent_matmul_kernel solution
 
 
 def persistent_matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:

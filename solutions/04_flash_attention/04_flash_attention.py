@@ -271,39 +271,10 @@ plt.show()
 # rows of a wider tensor.
 
 # %% id="cell-09" nbgrader={"grade": false, "grade_id": "softmax_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def softmax_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
-    """y[row] = softmax(x[row]) for the row this program owns: one read of x, one write of y.
-    BLOCK >= n_cols holds the whole row; the row maximum is subtracted before exp, so large
-    inputs cannot overflow; arithmetic in float32."""
-    ### BEGIN SOLUTION
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    numerator = tl.exp(x)
-    y = numerator / tl.sum(numerator, axis=0)
-    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py softmax_kernel solution
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dimension of a 2-D tensor (rows, cols), same dtype as x."""
-    ### BEGIN SOLUTION
-    if x.dim() != 2:
-        raise ValueError(f"softmax takes a 2-D tensor (rows, cols), got shape {tuple(x.shape)}")
-    rows, cols = x.shape
-    if cols > MAX_SOFTMAX_COLS:
-        raise ValueError(f"rows of {cols} elements do not fit one block (at most "
-                         f"{MAX_SOFTMAX_COLS}): use the online softmax")
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(cols)
-    num_warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
-    softmax_kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), BLOCK=block,
-                            num_warps=num_warps)
-    return y
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py softmax solution
 
 # %% [markdown] id="cell-10"
 # The grader's inputs and its definition of softmax (run in float64 on the CPU), and its checker on two
@@ -681,116 +652,16 @@ for config, why in pruned[::max(1, len(pruned) // 4)]:
 # or the reference fails every exercise.
 
 # %% id="cell-27" nbgrader={"grade": false, "grade_id": "flash_attention_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_vn, offs_m, offs_n,
-                     offs_d, lo, hi, seq_len, qk_scale,
-                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
-    """Fold key/value blocks lo, lo + BLOCK_N, ... < hi into the running state of one query
-    block: acc (BLOCK_M, HEAD_DIM) the unnormalised output, l_i the running sum of
-    exponentials, m_i the running maximum (in log2 units). MASKED blocks mask keys past
-    seq_len and, if CAUSAL, keys after the query; unmasked blocks skip that work."""
-    ### BEGIN SOLUTION
-    for start_n in tl.range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n
-        if MASKED:
-            k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :],
-                        mask=cols[:, None] < seq_len, other=0.0)
-        else:
-            k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :])
-        qk = tl.dot(q, tl.trans(k)) * qk_scale
-        if MASKED:
-            valid = cols[None, :] < seq_len
-            if CAUSAL:
-                valid = valid & (offs_m[:, None] >= cols[None, :])
-            qk = tl.where(valid, qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.math.exp2(qk - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if MASKED:
-            v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :],
-                        mask=cols[:, None] < seq_len, other=0.0)
-        else:
-            v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
-    return acc, l_i, m_i
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py attention_blocks solution
 
 
-@triton.jit
-def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr,
-                           stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-                           stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
-                           H, seq_len, qk_scale,
-                           HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                           BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    """o = softmax(q k^T * scale) v for one BLOCK_M block of queries of one (batch, head):
-    program (i, b * H + h). Keys and values stream through in BLOCK_N blocks with the online
-    softmax; the seq x seq scores never leave the chip. Last dimension contiguous (stride 1).
-    Blocks that need no mask run without one; causal attention stops at the diagonal and
-    masks only the blocks it crosses (BLOCK_M must be a multiple of BLOCK_N)."""
-    ### BEGIN SOLUTION
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    q_ptr += b * stride_qb + h * stride_qh
-    k_ptr += b * stride_kb + h * stride_kh
-    v_ptr += b * stride_vb + h * stride_vh
-    o_ptr += b * stride_ob + h * stride_oh
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + offs_m[:, None] * stride_qs + offs_d[None, :],
-                mask=offs_m[:, None] < seq_len, other=0.0)
-    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
-    if CAUSAL:
-        unmasked_end = start_m * BLOCK_M
-        end = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
-    else:
-        unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
-        end = seq_len
-    acc, l_i, m_i = attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                     offs_m, offs_n, offs_d, 0, unmasked_end, seq_len,
-                                     qk_scale, BLOCK_N, False, CAUSAL)
-    acc, l_i, m_i = attention_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                     offs_m, offs_n, offs_d, unmasked_end, end, seq_len,
-                                     qk_scale, BLOCK_N, True, CAUSAL)
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + offs_m[:, None] * stride_os + offs_d[None, :],
-             out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py flash_attention_kernel solution
 
 
-def launch_attention(q, k, v, o, causal: bool, config) -> None:
-    """Run flash_attention_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
-    num_stages), writing o."""
-    ### BEGIN SOLUTION
-    batch, heads, seq, head_dim = q.shape
-    grid = (triton.cdiv(seq, config["BLOCK_M"]), batch * heads)
-    flash_attention_kernel[grid](
-        q, k, v, o, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-        heads, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim, CAUSAL=causal, **config)
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py launch_attention solution
 
 
-def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                    config=None, level: int = 1) -> torch.Tensor:
-    """softmax(q k^T / sqrt(head_dim)) v, causal if asked, with the configuration the tuner
-    picks for this problem (or ``config``); scores in float32, output in q's dtype."""
-    ### BEGIN SOLUTION
-    check_attention_inputs(q, k, v)
-    o = torch.empty_like(q)
-    if config is None:
-        config = autotune(flash_attention_kernel, attention_problem(q, causal), ATTENTION_SPACE,
-                          lambda c: launch_attention(q, k, v, o, causal, c), level=level).config
-    launch_attention(q, k, v, o, causal, config)
-    return o
-    ### END SOLUTION
+# include: tilegym_edu/reference/attention.py flash_attention solution
 
 # %% id="cell-28" nbgrader={"grade": false, "grade_id": "attention_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def make_attention_inputs(case, generator):

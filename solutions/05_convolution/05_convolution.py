@@ -633,64 +633,7 @@ print(f"im2col + GEMM: writes A ({a_bytes:,}) and reads it back, then writes y (
 # `conv2d` fail every exercise that calls yours.
 
 # %% id="cell-29" nbgrader={"grade": false, "grade_id": "conv2d_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-@triton.jit
-def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
-                  R: tl.constexpr, S: tl.constexpr,
-                  STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-                  PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-                  DIL_H: tl.constexpr, DIL_W: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr):
-    """Implicit GEMM: one BLOCK_M x BLOCK_N tile of y = A @ B per program (output pixels x
-    output channels), grouped ordering as in lesson 02. The K loop is one flat tl.range over
-    (r, s, channel block), so the compiler pipelines all R·S·ceil(C / BLOCK_K) steps, however
-    few channels there are. Each step gathers a BLOCK_M x BLOCK_K tile of A straight from x:
-    row m reads BLOCK_K consecutive channels of input pixel (h, w), or zeros where (h, w) is
-    in the padding; and loads the matching BLOCK_K x BLOCK_N tile of B from w.
-    Which input pixel each output row starts from (h0, w0) is worked out once, before the loop.
-    Rows and columns past the edge wrap around (% M, % K) rather than being masked; their
-    results are never stored."""
-    ### BEGIN SOLUTION
-    pid = tl.program_id(0)
-    M = N * P * Q
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(K, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % K
-    offs_k = tl.arange(0, BLOCK_K)
-    n = offs_m // (P * Q)
-    p = (offs_m // Q) % P
-    q = offs_m % Q
-    h0 = p * STRIDE_H - PAD_H
-    w0 = q * STRIDE_W - PAD_W
-    x_rows = x_ptr + ((n * H + h0) * W + w0) * C        # pixel (h0, w0), channel 0, per row
-    w_cols = w_ptr + offs_n * (R * S * C)                # filter k, (r, s, c) = 0, per column
-    c_blocks = tl.cdiv(C, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for i in tl.range(0, R * S * c_blocks):
-        rs = i // c_blocks
-        r = rs // S
-        s = rs % S
-        c = (i % c_blocks) * BLOCK_K + offs_k
-        h = h0 + r * DIL_H
-        w = w0 + s * DIL_W
-        row_ok = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-        a = tl.load(x_rows[:, None] + (r * DIL_H * W + s * DIL_W) * C + c[None, :],
-                    mask=row_ok[:, None] & (c[None, :] < C), other=0.0)
-        b = tl.load(w_cols[None, :] + rs * C + c[:, None], mask=c[:, None] < C, other=0.0)
-        acc = tl.dot(a, b, acc)
-    offs_ym = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_yn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    y_mask = (offs_ym[:, None] < M) & (offs_yn[None, :] < K)
-    tl.store(y_ptr + offs_ym[:, None] * K + offs_yn[None, :], acc.to(y_ptr.dtype.element_ty),
-             mask=y_mask)
-    ### END SOLUTION
+# include: tilegym_edu/reference/convolution.py conv2d_kernel solution
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, stride=1, padding=0, dilation=1) -> torch.Tensor:

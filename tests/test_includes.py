@@ -1,0 +1,108 @@
+"""tilegym_edu.includes: each kernel written once, and what the lesson sources take from where."""
+import ast
+import copy
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tilegym_edu import course, includes, percent
+
+SOURCES = sorted((REPO / "solutions").glob("*/*.py"))
+
+
+def _cell(lesson, grade_id):
+    nb = percent.from_text((REPO / "solutions" / lesson / f"{lesson}.py").read_text())
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_an_included_function_is_shown_as_a_lesson_shows_it(tmp_path):
+    module = tmp_path / "mod.py"
+    module.write_text('import x\n\n\n@forbidden_in_graded_calls\n@functools.cache\ndef add(a, b):\n'
+                      '    """a + b."""\n    c = a + b\n    return c\n\n\ndef bare(a):\n    return a\n')
+    assert includes.function_source(module, "add") == (
+        '@functools.cache\ndef add(a, b):\n    """a + b."""\n    c = a + b\n    return c')
+    assert includes.function_source(module, "add", "plus", solution=True) == (
+        '@functools.cache\ndef plus(a, b):\n    """a + b."""\n    ### BEGIN SOLUTION\n'
+        '    c = a + b\n    return c\n    ### END SOLUTION')
+    assert includes.function_source(module, "bare", solution=True) == (
+        "def bare(a):\n    ### BEGIN SOLUTION\n    return a\n    ### END SOLUTION")
+    with pytest.raises(ValueError, match="no top-level function nope"):
+        includes.function_source(module, "nope")
+
+
+def test_a_lesson_cell_is_included_whole_with_its_own_includes_expanded():
+    brought = includes.lesson_cell(REPO, "04_flash_attention", "flash_attention_solution")
+    assert "def attention_blocks(" in brought and "### BEGIN SOLUTION" in brought
+    assert not includes.has_includes(brought)
+    six = includes.expand(copy.deepcopy(percent.from_text(
+        (REPO / "solutions/06_capstone/06_capstone.py").read_text())), REPO)
+    bring = next(c for c in six.cells
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == "bring_your_kernels")
+    assert bring.source.endswith(brought) and "def matmul_kernel(" in bring.source
+
+
+@pytest.mark.parametrize("line, why", [
+    ("# include: somewhere", "cannot read"),
+    ("# include: 04_flash_attention flash_attention_solution solution", "included whole"),
+    ("# include: 04_flash_attention nope", "has no cell nope"),
+])
+def test_an_include_that_cannot_work_says_why(line, why):
+    nb = percent.from_text(percent.to_text(_notebook_with(line)))
+    with pytest.raises(ValueError, match=why):
+        includes.expand(nb, REPO)
+
+
+def _notebook_with(source):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    nb.cells[0].id = "c"
+    return nb
+
+
+def _literal_kernels(text):
+    """Names of the @triton.jit functions a file defines in its own text."""
+    return {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef)
+            and any("jit" in ast.unparse(d) for d in n.decorator_list)}
+
+
+def test_no_kernel_is_written_in_two_files():
+    """Every @triton.jit function is defined in one file: the package, or one lesson source."""
+    files = sorted((REPO / "tilegym_edu").rglob("*.py")) + SOURCES
+    where: dict[str, list[str]] = {}
+    for path in files:
+        text = path.read_text()
+        if path in SOURCES:    # the code cells, as written (include lines are comments)
+            nb = percent.from_text(text)
+            text = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        for name in _literal_kernels(text):
+            where.setdefault(name, []).append(str(path.relative_to(REPO)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not twice, twice
+
+
+def test_the_course_kernels_reach_the_lessons_by_include():
+    wanted = {("01_naive_matmul", "naive_matmul_solution"), ("02_tiled_matmul", "tiled_matmul_solution"),
+              ("03_software_pipelining", "matmul_solution"), ("03_software_pipelining", "persistent_solution"),
+              ("04_flash_attention", "softmax_solution"), ("04_flash_attention", "flash_attention_solution"),
+              ("05_convolution", "conv2d_solution"), ("06_capstone", "rmsnorm_solution"),
+              ("06_capstone", "rope_solution"), ("06_capstone", "swiglu_solution"),
+              ("06_capstone", "bring_your_kernels")}
+    for lesson, grade_id in wanted:
+        assert includes.has_includes(_cell(lesson, grade_id).source), (lesson, grade_id)
+
+
+def test_an_edit_of_included_code_in_the_notebook_is_not_written_back(tmp_path):
+    lesson = "01_naive_matmul"
+    shutil.copytree(REPO / "solutions" / lesson, tmp_path / "solutions" / lesson)
+    notebook = tmp_path / "solutions" / lesson / f"{lesson}.ipynb"
+    before = (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text()
+    course.write_sources(lesson, tmp_path)            # unedited: the includes stay
+    assert (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text() == before
+    notebook.write_text(re.sub(r"acc \+= a\.to", "acc -= a.to", notebook.read_text(), count=1))
+    with pytest.raises(course.CourseError, match="takes its code from elsewhere"):
+        course.write_sources(lesson, tmp_path)
+    assert (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text() == before
