@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,8 +37,7 @@ class Ceilings:
 
 
 def cache_path() -> Path:
-    root = os.environ.get("TILEGYM_CACHE_DIR") or Path.home() / ".cache" / "tilegym_edu"
-    return Path(root) / "ceilings.json"
+    return device.cache_dir() / "ceilings.json"
 
 
 def _cache_key(facts: device.DeviceInfo) -> str:

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -65,6 +66,12 @@ MODE: str = _decide_mode()
 ON_GPU: bool = MODE == "gpu"
 #: where lesson tensors live: kernels in the interpreter read CPU tensors.
 DEVICE: str = "cuda" if ON_GPU else "cpu"
+
+
+def cache_dir() -> Path:
+    """The folder for what the course measures and tunes on this machine (ceilings, tuning
+    results): ``$TILEGYM_CACHE_DIR``, else ``~/.cache/tilegym_edu``."""
+    return Path(os.environ.get("TILEGYM_CACHE_DIR") or Path.home() / ".cache" / "tilegym_edu")
 
 
 def size(gpu: T, cpu: T) -> T:

@@ -46,7 +46,6 @@ import triton
 
 from tilegym_edu import bench, device
 from tilegym_edu.progress import ProgressBar
-from tilegym_edu.ceilings import cache_path as _ceilings_cache_path
 
 LEVELS = {0: "the hand-written default", 1: "a small space (tunes in under a minute)",
           2: "the full grid, pruned and capped"}
@@ -276,7 +275,7 @@ def cache_key(kernel: object, problem: Mapping[str, object], level: int,
 
 def cache_path() -> Path:
     """Where tuning results persist: next to the measured ceilings."""
-    return _ceilings_cache_path().with_name("tune.json")
+    return device.cache_dir() / "tune.json"
 
 
 _MEMORY: dict[str, TuneResult] = {}
