@@ -42,3 +42,14 @@ def test_summary_shows_per_kind_the_figure_closest_to_failing():
 def test_outside_a_kernel_a_figure_is_a_printed_line(capsys):
     figures.emit(figures.ratio(1.2, 1.0, "eager PyTorch", "x"))
     assert capsys.readouterr().out == "1.20x eager PyTorch (needs 1.00)\n"
+
+
+def test_a_traffic_figure_says_how_much_of_its_budget_it_loaded():
+    within = figures.traffic(600, 1000, 64, 64)
+    assert within["text"] == "loaded 0.60 of its budget, stored the output once"
+    no_budget = figures.traffic(600, 0, 128, 64)
+    assert no_budget["text"] == "loaded 600 bytes, stored 2.00x the output"
+    assert figures.summary([within, figures.traffic(900, 1000, 64, 64)]).startswith("loaded 0.90")
+    assert figures.summary([within, no_budget]) == no_budget["text"]   # stored too much: failing
+    cell = _cell({figures.MIME: within})
+    assert figures.read(cell) == [within]

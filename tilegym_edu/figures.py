@@ -12,7 +12,9 @@ Figure forms (``kind``):
 * ``"ratio"``: ``value`` the measured ratio, ``needs`` the threshold, ``versus`` what it was
   measured against (``"cuDNN"``), ``name`` the threshold's row in thresholds.toml;
 * ``"error"``: ``value`` the largest relative error, ``tolerance`` its dtype's tolerance,
-  ``checks`` how many outputs were compared.
+  ``checks`` how many outputs were compared;
+* ``"bytes"``: ``value`` the bytes a kernel loaded, ``budget`` the most it may load (0: no
+  budget), ``stored`` and ``output`` the bytes it stored and its output holds.
 """
 from __future__ import annotations
 
@@ -34,6 +36,14 @@ def error(value: float, tolerance: float, checks: int) -> dict:
     return {"kind": "error", "value": value, "tolerance": tolerance, "checks": checks,
             "text": f"largest error {value:.2g} (tolerance {tolerance:.2g}, "
                     f"{checks} check{'' if checks == 1 else 's'})"}
+
+
+def traffic(loaded: int, budget: float, stored: int, output: int) -> dict:
+    """A memory-traffic figure, counted in the interpreter (tilegym_edu.traffic)."""
+    loads = f"loaded {loaded / budget:.2f} of its budget" if budget else f"loaded {loaded:,} bytes"
+    stores = "stored the output once" if stored == output else f"stored {stored / output:.2f}x the output"
+    return {"kind": "bytes", "value": loaded, "budget": budget, "stored": stored, "output": output,
+            "text": f"{loads}, {stores}"}
 
 
 def emit(figure: dict, shown: str | None = None) -> None:
@@ -65,6 +75,9 @@ def read(cell: Any) -> list[dict]:
             elif data["kind"] == "error":
                 found.append(error(float(data["value"]), float(data["tolerance"]),
                                    int(data["checks"])))
+            elif data["kind"] == "bytes":
+                found.append(traffic(int(data["value"]), float(data["budget"]),
+                                     int(data["stored"]), int(data["output"])))
         except (KeyError, TypeError, ValueError):
             continue
     return found
@@ -76,6 +89,9 @@ def _margin(figure: dict) -> float:
     value = figure["value"]
     if math.isnan(value):
         return 0.0
+    if figure["kind"] == "bytes":
+        loads = figure["budget"] / value if figure["budget"] and value else float("inf")
+        return loads if figure["stored"] == figure["output"] else 0.0
     if figure["kind"] == "ratio":
         return value / figure["needs"] if figure["needs"] else float("inf")
     if figure["tolerance"]:
@@ -85,11 +101,11 @@ def _margin(figure: dict) -> float:
 
 def summary(figures: Iterable[dict]) -> str:
     """One line for the grade table: per kind, the figure closest to failing (the slowest
-    layer, the largest error, counting the checks of every error figure), e.g.
+    layer, the largest error counting the checks of every error figure, the most traffic), e.g.
     ``0.80x cuDNN (needs 0.50)``."""
     figures = list(figures)
     shown = []
-    for kind in ("ratio", "error"):
+    for kind in ("ratio", "error", "bytes"):
         of_kind = [f for f in figures if f["kind"] == kind]
         if of_kind:
             closest = min(of_kind, key=_margin)

@@ -25,7 +25,7 @@ import torch
 import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tilegym_edu import bench, device, figures
+from tilegym_edu import bench, device, figures, traffic
 from tilegym_edu.check import Case, check, compare_output, explain, to_reference
 
 
@@ -145,6 +145,35 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
         more = "".join(f"\n  also: {r.describe()}" for r in failed[1:4])
         raise AssertionError(f"{len(failed)} of {len(results)} checks failed. First: "
                              f"{failed[0].describe()}{more}")
+
+
+def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
+                   reference: Callable[..., torch.Tensor] | None, dtype: torch.dtype, *,
+                   what: str, stores: int, loads_at_most: float | None = None,
+                   store_hint: str = "", load_hint: str = "") -> None:
+    """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's
+    interpreter, on any machine: tilegym_edu.traffic) and fail unless it stored exactly
+    ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and, with a
+    ``reference``, returned the right output. ``what`` names the case in every message; the
+    hints follow the failure they explain. Shows the counts (a figure for the grade table)."""
+    outputs = []
+    counted = traffic.count_traffic(lambda: outputs.append(guarded_call(fn, args)))
+    loaded, stored = counted.loaded_bytes, counted.stored_bytes
+    budget = f" (budget {loads_at_most:,.0f})" if loads_at_most is not None else ""
+    figures.emit(figures.traffic(loaded, loads_at_most or 0, stored, stores),
+                 shown=f"{what}: loaded {loaded:,} bytes{budget}, stored {stored:,} (the output "
+                       f"holds {stores:,})")
+    if stored != stores:
+        raise AssertionError(f"{what}: stored {stored:,} bytes, but the output holds {stores:,}: "
+                             f"store each output element once and nothing else{store_hint}")
+    if loads_at_most is not None and loaded > loads_at_most:
+        raise AssertionError(f"{what}: loaded {loaded:,} bytes, over the budget of "
+                             f"{loads_at_most:,.0f}{load_hint}")
+    if reference is not None:
+        passed, _, message = compare_output(outputs[0], reference(*(to_reference(a) for a in args)),
+                                            dtype)
+        if not passed:
+            raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
 
 
 def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:

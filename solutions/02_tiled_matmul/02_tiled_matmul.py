@@ -430,19 +430,11 @@ grading.assert_correct(tiled_matmul, matmul_reference, make_matmul_inputs, hidde
 # Exercise 3: tiled_matmul loads no more than 1.5x what its tiles need and stores C exactly once.
 def check_traffic(M, N, K, dtype, block_m, block_n, block_k):
     a, b = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": dtype}, torch.Generator().manual_seed(0))
-    e = a.element_size()
-    outputs = []
-    counted = traffic.count_traffic(
-        lambda: outputs.append(grading.guarded_call(tiled_matmul, (a, b, block_m, block_n, block_k))))
-    ideal = e * M * N * K * (1 / block_n + 1 / block_m)
-    print(f"{M}x{N}x{K} {str(dtype).removeprefix('torch.')}, blocks {block_m}x{block_n}x{block_k}: "
-          f"loaded {counted.loaded_bytes:,} bytes (budget {1.5 * ideal:,.0f}), stored {counted.stored_bytes:,}")
-    assert counted.stored_bytes == M * N * e, \
-        f"stored {counted.stored_bytes:,} bytes; C holds {M * N * e:,}: write each element once"
-    assert counted.loaded_bytes <= 1.5 * ideal, \
-        f"loaded {counted.loaded_bytes:,} bytes, over the budget of 1.5 x {ideal:,.0f}"
-    passed, _, message = check.compare_output(outputs[0], matmul_reference(a.double().cpu(), b.double().cpu()), dtype)
-    assert passed, f"the counted run's output is wrong: {message}"
+    ideal = a.element_size() * M * N * K * (1 / block_n + 1 / block_m)
+    grading.assert_traffic(tiled_matmul, (a, b, block_m, block_n, block_k), matmul_reference, dtype,
+                           what=f"{M}x{N}x{K} {str(dtype).removeprefix('torch.')}, blocks "
+                                f"{block_m}x{block_n}x{block_k}",
+                           stores=M * N * a.element_size(), loads_at_most=1.5 * ideal)
 
 
 check_traffic(64, 64, 64, torch.float16, 32, 32, 32)

@@ -765,30 +765,17 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
     case = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "dtype": dtype,
             "blocks": (block_m, block_n)}
     q, k, v, _, config = make_attention_inputs(case, torch.Generator().manual_seed(0))
-    e, output_bytes = q.element_size(), q.numel() * q.element_size()
-    scores_bytes = batch * heads * seq * seq * e
+    scores_bytes = batch * heads * seq * seq * q.element_size()
     for causal in (False, True):
-        outputs = []
-        counted = traffic.count_traffic(
-            lambda: outputs.append(grading.guarded_call(flash_attention, (q, k, v, causal, config))))
-        budget = attention_load_budget(batch, heads, seq, head_dim, e, block_m, causal)
-        what = f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) {str(dtype)[6:]}, " \
-               f"blocks {block_m} x {block_n}"
-        print(f"{what}: loaded {counted.loaded_bytes:,} bytes (budget 1.25 x {budget:,}), "
-              f"stored {counted.stored_bytes:,} (the output holds {output_bytes:,})")
-        assert counted.stored_bytes == output_bytes, (
-            f"{what}: stored {counted.stored_bytes:,} bytes, but the output holds {output_bytes:,}: store "
-            "each output element once and nothing else" + (
-                f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: they must stay on chip)"
-                if counted.stored_bytes >= scores_bytes else ""))
-        assert counted.loaded_bytes <= 1.25 * budget, (
-            f"{what}: loaded {counted.loaded_bytes:,} bytes, over the budget of 1.25 x {budget:,}: load q "
-            "once per program and each k and v block once" + (", and skip the key blocks after the diagonal"
-                                                              if causal else ""))
-        if not causal:
-            passed, _, message = check.compare_output(
-                outputs[0], attention_reference(q.double().cpu(), k.double().cpu(), v.double().cpu()), dtype)
-            assert passed, f"{what}: the counted run's output is wrong: {message}"
+        budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m, causal)
+        grading.assert_traffic(
+            flash_attention, (q, k, v, causal, config), None if causal else attention_reference, dtype,
+            what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
+                 f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
+            stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
+            store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: they must stay on chip)",
+            load_hint=": load q once per program and each k and v block once"
+                      + (", and skip the key blocks after the diagonal" if causal else ""))
 
 
 check_traffic(1, 2, 256, 64, torch.float16, 64, 32)

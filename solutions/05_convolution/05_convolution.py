@@ -758,21 +758,15 @@ grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, s
 def check_traffic(case):
     x, w, stride, padding, dilation = args = make_conv_inputs(case, torch.Generator().manual_seed(0))
     conv2d(*args)                          # on a GPU this tunes (cached); the counted call below reuses it
-    outputs = []
-    counted = traffic.count_traffic(lambda: outputs.append(grading.guarded_call(conv2d, args)))
     (N, C, H, W), (K, _, R, S) = x.shape, w.shape
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
-    e = x.element_size()
-    output_bytes, unfolded_bytes = N * K * P * Q * e, N * P * Q * R * S * C * e
-    what = f"N{N} C{C} {H}x{W} K{K} {R}x{S}, stride {stride}, padding {padding}, {str(x.dtype)[6:]}"
-    print(f"{what}: stored {counted.stored_bytes:,} bytes (y holds {output_bytes:,}; the unfolded matrix "
-          f"would be {unfolded_bytes:,}, {unfolded_bytes / x.nbytes:.1f} x the input), loaded {counted.loaded_bytes:,}")
-    assert counted.stored_bytes == output_bytes, (
-        f"{what}: stored {counted.stored_bytes:,} bytes, but y holds {output_bytes:,} (the unfolded matrix "
-        f"would be {unfolded_bytes:,}): store each element of y once and nothing else")
-    passed, _, message = check.compare_output(outputs[0], conv_reference(
-        x.double().cpu(), w.double().cpu(), stride, padding, dilation), x.dtype)
-    assert passed, f"{what}: the counted run's output is wrong: {message}"
+    unfolded_bytes = N * P * Q * R * S * C * x.element_size()
+    grading.assert_traffic(
+        conv2d, args, conv_reference, x.dtype,
+        what=f"N{N} C{C} {H}x{W} K{K} {R}x{S}, stride {stride}, padding {padding}, {str(x.dtype)[6:]}",
+        stores=N * K * P * Q * x.element_size(),
+        store_hint=f" (the unfolded matrix would be {unfolded_bytes:,} bytes, "
+                   f"{unfolded_bytes / x.nbytes:.1f} x the input)")
 
 
 check_traffic({"N": 1, "C": 16, "HW": (8, 8), "K": 16, "RS": (3, 3), "padding": 1, "dtype": torch.float16})

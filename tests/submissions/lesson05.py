@@ -51,5 +51,5 @@ SUBMISSIONS = [
     # traffic check counts.
     Submission("stores_y_twice",
                {CONV: ("    launch(config)\n    return y\n", "    launch(config)\n    launch(config)\n    return y\n")},
-               loses=(TRAFFIC,), reason="stored 4,096 bytes, but y holds 2,048"),
+               loses=(TRAFFIC,), reason="stored 4,096 bytes, but the output holds 2,048"),
 ]
