@@ -17,3 +17,20 @@ def course_copy(tmp_path_factory) -> Path:
     for folder in ("solutions", "notebooks"):
         shutil.copytree(REPO / folder, root / folder)
     return root
+
+
+@pytest.fixture(scope="session")
+def lesson_reports(course_copy, tmp_path_factory):
+    """lesson_reports(lesson): the grade reports of that lesson's solution ("solution") and of
+    each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session."""
+    import importlib
+
+    from tests.lesson_checks import grade_submissions
+    graded = {}
+
+    def reports(lesson: str) -> dict:
+        if lesson not in graded:
+            submissions = importlib.import_module(f"tests.submissions.lesson{lesson[:2]}").SUBMISSIONS
+            graded[lesson] = grade_submissions(lesson, course_copy, tmp_path_factory, submissions)
+        return graded[lesson]
+    return reports

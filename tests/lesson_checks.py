@@ -9,8 +9,31 @@ import shutil
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import nbformat
+
 from tests.submissions import Submission
 from tilegym_edu import course
+
+
+LESSONS = course.lessons(Path(__file__).resolve().parent.parent)
+
+
+def _graded_cells(lesson: str):
+    notebook = Path(__file__).resolve().parent.parent / "solutions" / lesson / f"{lesson}.ipynb"
+    return [c for c in nbformat.read(notebook, as_version=4).cells
+            if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def lesson_points(lesson: str) -> dict[str, float]:
+    """{grade id: points} of the lesson's graded cells, in order, from the notebook itself."""
+    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+            for c in _graded_cells(lesson)}
+
+
+def gpu_only(lesson: str) -> set[str]:
+    """The graded cells that say they need a GPU (they call grading.require_gpu)."""
+    return {c.metadata.nbgrader["grade_id"] for c in _graded_cells(lesson)
+            if "grading.require_gpu(" in c.source}
 
 
 def by_exercise(report: course.GradeReport) -> dict[str, course.ExerciseResult]:

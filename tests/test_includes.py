@@ -3,7 +3,6 @@ import ast
 import copy
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 

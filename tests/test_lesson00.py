@@ -1,44 +1,22 @@
-"""Lesson 00 graded through nbgrader in interpreter mode: the solution earns every point that
-does not need a GPU, the blank learner notebook earns none, and each known-wrong submission loses
-exactly the points it should, with a reason that says why."""
+"""Lesson 00: what is particular to it, graded through nbgrader in interpreter mode (what
+every lesson is checked for is tests/test_lessons.py)."""
 import pytest
 
-from tests.lesson_checks import (assert_full_marks_but_gpu, assert_loses_exactly, by_exercise,
-                                 grade_blank, grade_submissions)
-from tests.submissions.lesson00 import SUBMISSIONS
+from tests.lesson_checks import by_exercise
 
 LESSON = "00_getting_started"
-POINTS = {"test_silu_mul_correct": 4, "test_bytes": 2, "test_silu_mul_bandwidth": 2}
-GPU_ONLY = {"test_silu_mul_bandwidth"}
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def reports(course_copy, tmp_path_factory):
-    return grade_submissions(LESSON, course_copy, tmp_path_factory, SUBMISSIONS)
-
-
-def test_solution_earns_every_point_but_the_gpu_ones(reports):
-    assert_full_marks_but_gpu(reports["solution"], POINTS, GPU_ONLY)
-
-
-@pytest.mark.parametrize("submission", SUBMISSIONS, ids=lambda s: s.name)
-def test_wrong_submission_loses_exactly_its_points(reports, submission):
-    assert_loses_exactly(reports["solution"], reports[submission.name], submission)
-
-
-def test_blank_learner_notebook_scores_zero_on_every_cell(course_copy):
-    report = grade_blank(LESSON, course_copy)
-    assert {e.status for e in report.exercises} == {"failed", "needs GPU"}
-
-
-def test_failure_names_the_case(reports):
+def test_failure_names_the_case(lesson_reports):
+    reports = lesson_reports(LESSON)
     reason = by_exercise(reports["tail_not_covered"])["test_silu_mul_correct"].reason
     assert "case (shape=" in reason and "seed" in reason and "first bad element" in reason
 
 
-def test_feedback_shows_the_failing_case_but_no_hidden_test_code(reports):
+def test_feedback_shows_the_failing_case_but_no_hidden_test_code(lesson_reports):
+    reports = lesson_reports(LESSON)
     import html
     from tilegym_edu.feedback import HIDDEN_NOTE
     for name in ("solution", "tail_not_covered"):
@@ -50,7 +28,8 @@ def test_feedback_shows_the_failing_case_but_no_hidden_test_code(reports):
     assert "case (shape=" in failing and "first bad element" in failing
 
 
-def test_table_json_and_feedback_show_what_each_check_measured(reports):
+def test_table_json_and_feedback_show_what_each_check_measured(lesson_reports):
+    reports = lesson_reports(LESSON)
     import html
     report = reports["solution"]
     correct = by_exercise(report)["test_silu_mul_correct"]
@@ -63,7 +42,8 @@ def test_table_json_and_feedback_show_what_each_check_measured(reports):
     assert by_exercise(report)["test_bytes"].figure == ""     # a byte count: nothing measured
 
 
-def test_grading_skips_the_demonstrations(reports):
+def test_grading_skips_the_demonstrations(lesson_reports):
+    reports = lesson_reports(LESSON)
     ran = " ".join(c.cell for c in reports["solution"].cells)
     assert "n_small" not in ran and "setup" in ran and "test_bytes" in ran
     assert reports["solution"].seconds > sum(c.seconds for c in reports["solution"].cells) > 0

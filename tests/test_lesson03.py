@@ -1,25 +1,18 @@
-"""Lesson 03 graded through nbgrader in interpreter mode: the solution earns every point that
-does not need a GPU, the blank learner notebook earns none, and each known-wrong submission loses
-exactly the points it should, with a reason that says why. Also: the solution's search spaces and
-pruning rules are the reference's. (That its kernels are the reference kernels word for word is
-tests/test_reference.py's.)"""
+"""Lesson 03: what is particular to it, graded through nbgrader in interpreter mode (what
+every lesson is checked for is tests/test_lessons.py). Also: the solution's search spaces and
+pruning rules are the reference's."""
 import runpy
 
 import nbformat
 import pytest
 
 from tests.conftest import REPO
-from tests.lesson_checks import (assert_full_marks_but_gpu, assert_loses_exactly, by_exercise,
-                                 grade_blank, grade_submissions)
+from tests.lesson_checks import by_exercise, gpu_only
 from tests.submissions.lesson03 import GPU_SUBMISSIONS, SUBMISSIONS
 from tilegym_edu import tune
 from tilegym_edu.reference import pipelined
 
 LESSON = "03_software_pipelining"
-POINTS = {"test_pipeline_schedule": 3, "test_shared_memory_bytes": 2, "test_matmul_correct": 4,
-          "test_pipelined_vs_unpipelined": 2, "test_pipelined_vs_cublas": 2,
-          "test_persistent_correct": 3, "test_persistent_vs_cublas": 2}
-GPU_ONLY = {"test_pipelined_vs_unpipelined", "test_pipelined_vs_cublas", "test_persistent_vs_cublas"}
 SOLUTION = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
 
 
@@ -29,31 +22,9 @@ def cell(grade_id: str) -> str:
     return "\n".join(line for line in found.source.splitlines() if "### " not in line)
 
 
-@pytest.fixture(scope="session")
-def reports(course_copy, tmp_path_factory):
-    return grade_submissions(LESSON, course_copy, tmp_path_factory, SUBMISSIONS)
-
-
 @pytest.mark.slow
-def test_solution_earns_every_point_but_the_gpu_ones(reports):
-    assert_full_marks_but_gpu(reports["solution"], POINTS, GPU_ONLY)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("submission", SUBMISSIONS, ids=lambda s: s.name)
-def test_wrong_submission_loses_exactly_its_points(reports, submission):
-    assert_loses_exactly(reports["solution"], reports[submission.name], submission)
-
-
-@pytest.mark.slow
-def test_blank_learner_notebook_scores_zero_on_every_cell(course_copy):
-    report = grade_blank(LESSON, course_copy)
-    assert len(report.exercises) == len(POINTS)
-    assert {e.status for e in report.exercises} == {"failed", "needs GPU"}
-
-
-@pytest.mark.slow
-def test_failures_name_the_case(reports):
+def test_failures_name_the_case(lesson_reports):
+    reports = lesson_reports(LESSON)
     reason = by_exercise(reports["k_tail_dropped"])["test_matmul_correct"].reason
     assert "case (M=1, N=1, K=1" in reason and "seed" in reason
     reason = by_exercise(reports["schedule_ignores_stages"])["test_pipeline_schedule"].reason
@@ -64,7 +35,7 @@ def test_gpu_submissions_lose_nothing_without_a_gpu():
     names = {s.name: s for s in SUBMISSIONS}
     for name, (submission, lost_on_gpu) in GPU_SUBMISSIONS.items():
         assert names[name] is submission and submission.loses == ()
-        assert set(lost_on_gpu) <= GPU_ONLY
+        assert set(lost_on_gpu) <= gpu_only(LESSON)
 
 
 @pytest.fixture(scope="module")
