@@ -64,7 +64,10 @@ ATTACKS = [
            "attribute"),
     Attack(3, "inspect", "import inspect", "import"),
     Attack(3, "unwrapped", "raw = print.__wrapped__", "attribute"),
-    # 5. write what it must not
+    # 5. write what it must not (a measured figure in the grade table included)
+    Attack(5, "forged_figure", "tilegym_edu.figures.emit(tilegym_edu.figures.ratio(9.0, 0.5, 'x', 'y'))",
+           "attribute"),
+    Attack(5, "forged_figure_import", "from tilegym_edu.figures import emit", "import"),
     Attack(5, "gradebook", "import sqlite3", "import"),
     Attack(5, "torch_save", "torch.save([99], '.grading/gradebook.db')", "attribute"),
     Attack(5, "os", "import os\nos.remove('notebooks')", "import"),

@@ -171,3 +171,6 @@ def test_grading_shows_the_learner_nothing_to_act_on_but_the_grade(course_copy):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines and all(line.startswith("grading 00_getting_started") for line in lines), lines
     assert "largest error" in done.stdout
+    # what the kernel process itself prints (at start, at shutdown) is kept, not shown
+    assert (course_copy / ".grading" / "autograded" / "learner" / "00_getting_started"
+            / "kernel.log").exists()

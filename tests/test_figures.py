@@ -53,3 +53,13 @@ def test_a_traffic_figure_says_how_much_of_its_budget_it_loaded():
     assert figures.summary([within, no_budget]) == no_budget["text"]   # stored too much: failing
     cell = _cell({figures.MIME: within})
     assert figures.read(cell) == [within]
+
+
+def test_malformed_figures_are_left_out_never_fatal():
+    bad = [{"kind": "bytes", "value": 1, "budget": 0, "stored": 1, "output": 0},   # rebuilt fine
+           {"kind": "bytes", "value": "9" * 400, "budget": 3, "stored": 1, "output": 1},
+           {"kind": "ratio", "value": 10 ** 400, "needs": 0.5, "versus": "x", "name": "y"},
+           {"kind": "nope"}, "not even a dict", None]
+    found = figures.read(_cell(*({figures.MIME: b} for b in bad)))
+    assert [f["text"] for f in found] == ["loaded 1 bytes, stored 1 bytes"]
+    assert figures.summary(found)

@@ -105,6 +105,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
     "tilegym_edu.classroom", "tilegym_edu.audit", "tilegym_edu.sandbox",
     "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
+    "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
+    "tilegym_edu.compat",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)

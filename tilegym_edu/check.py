@@ -140,11 +140,12 @@ def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
 
 
 def to_reference(value: Any, on: str | torch.device = "cpu") -> Any:
-    """Inputs as the reference sees them: float tensors in float64, on the CPU (or ``on``)."""
+    """Inputs as the reference sees them: float tensors in float64, on the CPU (or ``on``);
+    always a copy, never the tensor itself (what the candidate does to it later is not seen)."""
     if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.detach().to(on, torch.float64)
+        return value.detach().to(on, torch.float64, copy=True)
     if isinstance(value, torch.Tensor):
-        return value.detach().to(on)
+        return value.detach().to(on, copy=True)
     return value
 
 

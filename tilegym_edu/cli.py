@@ -199,7 +199,8 @@ def parser() -> argparse.ArgumentParser:
                    help="also print the slowest cells and where the grading's time went")
     g.add_argument("--exercise", metavar="ID",
                    help="grade only this exercise (a graded cell's id, as in the table) and "
-                        "what it needs")
+                        "what it needs: a quick check while you work; grade the whole lesson "
+                        "for your total")
     _sandbox_flags(g)
     g.set_defaults(run=grade)
     gc = sub.add_parser("grade-class", help="instructors: grade every student's notebook of a "

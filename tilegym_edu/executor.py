@@ -10,6 +10,9 @@
   kernel is killed and replaced (``KernelUnresponsive``).
 * After ``max_restarts`` replacements, the remaining cells are not run and say why.
 * The kernel is reached over Unix sockets (IPC), never TCP.
+* The kernel process's own stderr (not a cell's, which comes back as the cell's output) goes
+  to ``kernel.log`` beside the graded notebook: what a kernel prints as it starts or dies
+  (libzmq's assertions at shutdown, say) is nothing the learner can act on.
 
 Every cell's run time is recorded in ``cell.metadata.tilegym.seconds`` for the grade report.
 """
@@ -37,6 +40,8 @@ from tilegym_edu.progress import ProgressBar
 KERNEL_DIED = "KernelDied"
 KERNEL_UNRESPONSIVE = "KernelUnresponsive"
 NOT_RUN = "NotRun"
+#: the file, beside the graded notebook, that holds the kernel process's own stderr
+KERNEL_LOG = "kernel.log"
 
 
 def exit_description(code: int | None) -> str:
@@ -84,6 +89,14 @@ class ResilientExecute(Execute):
         stem.parent.mkdir(parents=True, exist_ok=True)
         km.transport, km.ip, km.connection_file = "ipc", f"{stem}-ipc", f"{stem}.json"
         return km
+
+    async def async_start_new_kernel(self, **kwargs) -> None:
+        folder = Path((self.resources or {}).get("metadata", {}).get("path") or ".")
+        with open(folder / KERNEL_LOG, "ab") as log:      # the kernel gets its own copy
+            await super().async_start_new_kernel(stderr=log, **kwargs)
+
+    # nbclient's synchronous form wraps its own coroutine, not an override: wrap this one
+    start_new_kernel = run_sync(async_start_new_kernel)
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout

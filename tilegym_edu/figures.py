@@ -41,7 +41,8 @@ def error(value: float, tolerance: float, checks: int) -> dict:
 def traffic(loaded: int, budget: float, stored: int, output: int) -> dict:
     """A memory-traffic figure, counted in the interpreter (tilegym_edu.traffic)."""
     loads = f"loaded {loaded / budget:.2f} of its budget" if budget else f"loaded {loaded:,} bytes"
-    stores = "stored the output once" if stored == output else f"stored {stored / output:.2f}x the output"
+    stores = ("stored the output once" if stored == output else
+              f"stored {stored / output:.2f}x the output" if output else f"stored {stored:,} bytes")
     return {"kind": "bytes", "value": loaded, "budget": budget, "stored": stored, "output": output,
             "text": f"{loads}, {stores}"}
 
@@ -64,23 +65,32 @@ def emit(figure: dict, shown: str | None = None) -> None:
 
 def read(cell: Any) -> list[dict]:
     """The figures in one executed cell's outputs, in order, rebuilt from their numbers (the
-    kernel's JSON turns NaN and inf into strings; anything that is not a figure is left out)."""
+    kernel's JSON turns NaN and inf into strings); anything that cannot be rebuilt into a
+    figure is left out, whatever is wrong with it: the report must not fail on it."""
     found = []
     for output in cell.get("outputs", []):
         data = output.get("data", {}).get(MIME) if output.get("output_type") == "display_data" else None
-        try:
-            if data["kind"] == "ratio":
-                found.append(ratio(float(data["value"]), float(data["needs"]),
-                                   str(data["versus"]), str(data["name"])))
-            elif data["kind"] == "error":
-                found.append(error(float(data["value"]), float(data["tolerance"]),
-                                   int(data["checks"])))
-            elif data["kind"] == "bytes":
-                found.append(traffic(int(data["value"]), float(data["budget"]),
-                                     int(data["stored"]), int(data["output"])))
-        except (KeyError, TypeError, ValueError):
+        if data is None:
             continue
+        try:
+            figure = _rebuilt(data)
+            _margin(figure)
+        except Exception:  # noqa: BLE001  (a cell may hold anything there)
+            continue
+        found.append(figure)
     return found
+
+
+def _rebuilt(data: dict) -> dict:
+    if data["kind"] == "ratio":
+        return ratio(float(data["value"]), float(data["needs"]), str(data["versus"]),
+                     str(data["name"]))
+    if data["kind"] == "error":
+        return error(float(data["value"]), float(data["tolerance"]), int(data["checks"]))
+    if data["kind"] == "bytes":
+        return traffic(int(data["value"]), float(data["budget"]), int(data["stored"]),
+                       int(data["output"]))
+    raise ValueError(f"no figure of kind {data['kind']!r}")
 
 
 def _margin(figure: dict) -> float:

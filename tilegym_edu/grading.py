@@ -148,14 +148,15 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
 
 
 def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
-                   reference: Callable[..., torch.Tensor] | None, dtype: torch.dtype, *,
+                   reference: Callable[..., torch.Tensor], dtype: torch.dtype, *,
                    what: str, stores: int, loads_at_most: float | None = None,
                    store_hint: str = "", load_hint: str = "") -> None:
     """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's
     interpreter, on any machine: tilegym_edu.traffic) and fail unless it stored exactly
-    ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and, with a
-    ``reference``, returned the right output. ``what`` names the case in every message; the
-    hints follow the failure they explain. Shows the counts (a figure for the grade table)."""
+    ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and returned what
+    ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
+    ``what`` names the case in every message; the hints follow the failure they explain. Shows
+    the counts (a figure for the grade table)."""
     outputs = []
     counted = traffic.count_traffic(lambda: outputs.append(guarded_call(fn, args)))
     loaded, stored = counted.loaded_bytes, counted.stored_bytes
@@ -169,11 +170,10 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     if loads_at_most is not None and loaded > loads_at_most:
         raise AssertionError(f"{what}: loaded {loaded:,} bytes, over the budget of "
                              f"{loads_at_most:,.0f}{load_hint}")
-    if reference is not None:
-        passed, _, message = compare_output(outputs[0], reference(*(to_reference(a) for a in args)),
-                                            dtype)
-        if not passed:
-            raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
+    passed, _, message = compare_output(outputs[0], reference(*(to_reference(a) for a in args)),
+                                        dtype)
+    if not passed:
+        raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
 
 
 def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:

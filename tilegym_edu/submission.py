@@ -65,7 +65,10 @@ def is_graded(cell: NotebookNode) -> bool:
 
 
 def is_demonstration(cell: NotebookNode) -> bool:
-    return DEMO_TAG in cell.get("metadata", {}).get("tags", [])
+    """A plain code cell tagged ``demo``: on a cell with grading metadata the tag counts for
+    nothing (a graded cell is never skipped)."""
+    return (cell.get("cell_type") == "code" and not _nbgrader(cell)
+            and DEMO_TAG in cell.get("metadata", {}).get("tags", []))
 
 
 def names_of(source: str) -> tuple[set[str], set[str]]:

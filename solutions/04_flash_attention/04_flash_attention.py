@@ -769,7 +769,7 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
     for causal in (False, True):
         budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m, causal)
         grading.assert_traffic(
-            flash_attention, (q, k, v, causal, config), None if causal else attention_reference, dtype,
+            flash_attention, (q, k, v, causal, config), attention_reference, dtype,
             what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
                  f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
             stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,

@@ -33,10 +33,11 @@ SUBMISSIONS = [
                         "acc = tl.dot(p.to(v.dtype), v, acc)")},
                loses=(CORRECT, CAUSAL, TRAFFIC), reason="tolerance"),
     # Query i may not see key i: row 0 sees nothing (0 / 0 = NaN), the others miss their diagonal.
+    # The traffic check's causal run checks its output too, so it fails there as well.
     Submission("causal_mask_off_by_one",
                {FLASH: ("valid = valid & (offs_m[:, None] >= cols[None, :])",
                         "valid = valid & (offs_m[:, None] > cols[None, :])")},
-               loses=(CAUSAL,), reason="NaN or inf"),
+               loses=(CAUSAL, TRAFFIC), reason="NaN or inf"),
     # Keys past seq_len are loaded as zeros (the loads stay masked) but not masked out of the
     # scores: each gets score 0 and a weight. The causal mask hides them from every real query,
     # and the traffic check's lengths are multiples of the blocks: only non-causal cases fail.
