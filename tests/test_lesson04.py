@@ -37,7 +37,7 @@ def test_block_stream_refuses_a_second_pass_and_kept_blocks():
     stream = namespace["StreamedBlocks"]
     x = torch.randn(3, 100, dtype=torch.float64)
 
-    m, l = namespace["softmax_stats"](stream(x, 16))
+    m, total = namespace["softmax_stats"](stream(x, 16))
     assert torch.equal(m, x.amax(dim=1))
 
     def two_passes(blocks):

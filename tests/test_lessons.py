@@ -26,7 +26,7 @@ def test_solution_earns_every_point_but_the_gpu_ones(lesson, lesson_reports):
                               gpu_only(lesson))
 
 
-@pytest.mark.parametrize("lesson, submission", CASES, ids=[f"{l[:2]}:{s.name}" for l, s in CASES])
+@pytest.mark.parametrize("lesson, submission", CASES, ids=[f"{lesson[:2]}:{s.name}" for lesson, s in CASES])
 def test_wrong_submission_loses_exactly_its_points(lesson, submission, lesson_reports):
     reports = lesson_reports(lesson)
     assert_loses_exactly(reports["solution"], reports[submission.name], submission)

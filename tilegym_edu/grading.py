@@ -22,7 +22,6 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
-import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import bench, device, figures, traffic

@@ -94,7 +94,8 @@ def from_text(text: str) -> NotebookNode:
         cell_type, fields = _marker_fields(MARKER + line)
         cell_id = fields.pop("id")
         if cell_type == "markdown":
-            source = "\n".join(l[2:] if l.startswith("# ") else l[1:] for l in source.split("\n"))
+            source = "\n".join(line[2:] if line.startswith("# ") else line[1:]
+                               for line in source.split("\n"))
             cell = nbformat.v4.new_markdown_cell(source, metadata=fields)
         else:
             cell = nbformat.v4.new_code_cell(source, metadata=fields)

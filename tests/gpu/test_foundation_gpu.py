@@ -73,7 +73,9 @@ def test_measure_ceilings_caches_per_gpu(tmp_path, monkeypatch):
 def test_assert_speedup_measures_a_real_speedup():
     n = 2**26
     sets = [(torch.randn(n, device="cuda"),) for _ in range(2)]
-    slow = lambda x: (x * 1.0).add_(x).sub_(x).mul_(2.0).div_(2.0).mul_(2.0)  # 5 passes
+    def slow(x):    # 5 passes
+        return (x * 1.0).add_(x).sub_(x).mul_(2.0).div_(2.0).mul_(2.0)
+
     limit = grading.Threshold("test", "scale", 1.5, "speedup over a 6-pass version", 3.0,
                               "test", "test")
     assert grading.assert_speedup(scale, slow, sets, lambda x: 2 * x, torch.float32, limit,

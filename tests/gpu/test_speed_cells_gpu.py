@@ -28,7 +28,7 @@ SPEED_CELLS = [
 ]
 
 
-@pytest.mark.parametrize("lesson, cell", SPEED_CELLS, ids=[f"{l[:2]}:{c}" for l, c in SPEED_CELLS])
+@pytest.mark.parametrize("lesson, cell", SPEED_CELLS, ids=[f"{lesson[:2]}:{c}" for lesson, c in SPEED_CELLS])
 def test_the_solution_passes_every_speed_cell(lesson, cell):
     namespace = dict(lesson_namespace(lesson))
     output = io.StringIO()
