@@ -23,14 +23,12 @@ def course_copy(tmp_path_factory) -> Path:
 def lesson_reports(course_copy, tmp_path_factory):
     """lesson_reports(lesson): the grade reports of that lesson's solution ("solution") and of
     each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session."""
-    import importlib
-
-    from tests.lesson_checks import grade_submissions
+    from tests.lesson_checks import grade_submissions, submissions_of
     graded = {}
 
     def reports(lesson: str) -> dict:
         if lesson not in graded:
-            submissions = importlib.import_module(f"tests.submissions.lesson{lesson[:2]}").SUBMISSIONS
-            graded[lesson] = grade_submissions(lesson, course_copy, tmp_path_factory, submissions)
+            graded[lesson] = grade_submissions(lesson, course_copy, tmp_path_factory,
+                                               submissions_of(lesson))
         return graded[lesson]
     return reports

@@ -3,6 +3,7 @@ session, and compare its grade table with the solution's."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import multiprocessing
 import os
 import shutil
@@ -22,6 +23,11 @@ def _graded_cells(lesson: str):
     notebook = Path(__file__).resolve().parent.parent / "solutions" / lesson / f"{lesson}.ipynb"
     return [c for c in nbformat.read(notebook, as_version=4).cells
             if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def submissions_of(lesson: str) -> list[Submission]:
+    """The known-wrong submissions of a lesson (tests/submissions/lessonNN.py)."""
+    return importlib.import_module(f"tests.submissions.lesson{lesson[:2]}").SUBMISSIONS
 
 
 def lesson_points(lesson: str) -> dict[str, float]:

@@ -4,6 +4,7 @@ import copy
 import re
 import shutil
 
+import nbformat
 import pytest
 
 from tests.conftest import REPO
@@ -55,7 +56,6 @@ def test_an_include_that_cannot_work_says_why(line, why):
 
 
 def _notebook_with(source):
-    import nbformat
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source)]
     nb.cells[0].id = "c"

@@ -3,21 +3,14 @@ every point that does not need a GPU, the blank learner notebook earns none on e
 known-wrong submission (tests/submissions/lessonNN.py) loses exactly the points it should, with a
 reason that says why. Points come from the notebooks' own metadata. What is particular to one
 lesson is in its tests/test_lessonNN.py."""
-import importlib
-
 import pytest
 
 from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_loses_exactly,
-                                 gpu_only, grade_blank, lesson_points)
+                                 gpu_only, grade_blank, lesson_points, submissions_of)
 
 pytestmark = pytest.mark.slow
 
-
-def _submissions(lesson):
-    return importlib.import_module(f"tests.submissions.lesson{lesson[:2]}").SUBMISSIONS
-
-
-CASES = [(lesson, s) for lesson in LESSONS for s in _submissions(lesson)]
+CASES = [(lesson, s) for lesson in LESSONS for s in submissions_of(lesson)]
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -197,6 +197,13 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
 DRAW_ON_GPU_FROM = 1 << 20
 
 
+def generator_on(where: str | torch.device, generator: torch.Generator) -> torch.Generator:
+    """A generator on ``where``, seeded by one draw from the CPU ``generator``: large random
+    draws happen where the tensor lives (the CPU makes about 10^7 float64 normals a second)."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=where).manual_seed(seed)
+
+
 def random_tensor(shape: Sequence[int], dtype: torch.dtype, generator: torch.Generator,
                   scale: float = 1.0) -> torch.Tensor:
     """Standard-normal values (times ``scale``) on the lesson's device: never zeros, never a
@@ -205,10 +212,9 @@ def random_tensor(shape: Sequence[int], dtype: torch.dtype, generator: torch.Gen
     (the same seed gives the same values on the same kind of device)."""
     shape = tuple(shape)
     if device.ON_GPU and math.prod(shape) >= DRAW_ON_GPU_FROM:
-        there = torch.Generator(device=device.DEVICE).manual_seed(
-            int(torch.randint(0, 2**62, (1,), generator=generator)))
         draw = torch.float64 if dtype == torch.float64 else torch.float32
-        return (torch.randn(shape, generator=there, dtype=draw, device=device.DEVICE)
+        return (torch.randn(shape, generator=generator_on(device.DEVICE, generator), dtype=draw,
+                            device=device.DEVICE)
                 * scale).to(dtype)
     values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale
     return values.to(dtype).to(device.DEVICE)

@@ -109,6 +109,11 @@ def _margin(figure: dict) -> float:
     return float("inf") if value == 0 else 0.0
 
 
+def closest(figures: Iterable[dict]) -> dict:
+    """The figure closest to failing (see ``_margin``): the slowest layer, the largest error."""
+    return min(figures, key=_margin)
+
+
 def summary(figures: Iterable[dict]) -> str:
     """One line for the grade table: per kind, the figure closest to failing (the slowest
     layer, the largest error counting the checks of every error figure, the most traffic), e.g.
@@ -118,9 +123,9 @@ def summary(figures: Iterable[dict]) -> str:
     for kind in ("ratio", "error", "bytes"):
         of_kind = [f for f in figures if f["kind"] == kind]
         if of_kind:
-            closest = min(of_kind, key=_margin)
+            nearest = closest(of_kind)
             if kind == "error":
-                closest = error(closest["value"], closest["tolerance"],
+                nearest = error(nearest["value"], nearest["tolerance"],
                                 sum(f["checks"] for f in of_kind))
-            shown.append(closest["text"])
+            shown.append(nearest["text"])
     return "; ".join(shown)

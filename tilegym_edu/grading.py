@@ -25,7 +25,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import bench, device, figures, traffic
-from tilegym_edu.check import Case, check, compare_output, explain, to_reference
+from tilegym_edu.check import (Case, check, compare_output, explain, generator_on,
+                               to_reference)
 
 
 class NeedsGPU(Exception):
@@ -134,11 +135,10 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
     allow = tuple(allow)
     results = check(fn, reference, make_inputs, list(cases), graded_seeds(seeds),
                     tolerances=tolerances, call=lambda f, args: guarded_call(f, args, allow))
-    compared = [r for r in results if r.error is not None]
+    compared = [figures.error(r.error, r.tolerance, 1) for r in results if r.error is not None]
     if compared:
-        worst = max(compared, key=lambda r: r.error / r.tolerance if r.tolerance else
-                    (0.0 if r.error == 0 else float("inf")))
-        figures.emit(figures.error(worst.error, worst.tolerance, len(compared)))
+        worst = figures.closest(compared)
+        figures.emit(figures.error(worst["value"], worst["tolerance"], len(compared)))
     failed = [r for r in results if not r.passed]
     if failed:
         more = "".join(f"\n  also: {r.describe()}" for r in failed[1:4])
@@ -295,9 +295,7 @@ def _shuffle_(t: torch.Tensor, generator: torch.Generator,
     places a precomputed answer cannot know."""
     source = t if values is None else values
     # drawn where t lives: on the CPU a permutation of 10^8 elements takes seconds
-    where = torch.Generator(device=t.device).manual_seed(
-        int(torch.randint(0, 2**62, (1,), generator=generator)))
-    perm = torch.randperm(t.numel(), generator=where, device=t.device)
+    perm = torch.randperm(t.numel(), generator=generator_on(t.device, generator), device=t.device)
     t.copy_(source.reshape(-1)[perm].reshape(t.shape))
 
 

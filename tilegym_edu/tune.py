@@ -392,6 +392,11 @@ def defaults_only():
         _DEFAULTS_ONLY.reset(token)
 
 
+def _untuned(config: Config, level: int, where: str, note: str, seconds: float = 0.0) -> TuneResult:
+    """A result that searched nothing: ``config`` ran as it is, and ``note`` says why."""
+    return TuneResult(config, level, (Trial(config, "winner"),), False, seconds, where, note=note)
+
+
 def _too_small_to_tune(kept: Sequence[Config], default: Config,
                        launch: Callable[[Config], object], measure: Measure,
                        min_ms: float) -> float | None:
@@ -429,18 +434,15 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
         if cached is not None:
             return cached
     if measure is None and not device.ON_GPU:
-        return TuneResult(space.default, level, (Trial(space.default, "winner"),), False, 0.0,
-                          "CPU (Triton interpreter)",
-                          note="interpreter mode: nothing to time, the default configuration "
-                               "is used")
+        return _untuned(space.default, level, "CPU (Triton interpreter)",
+                        "interpreter mode: nothing to time, the default configuration is used")
     resources = resources or Resources.of_gpu()
     facts = device.info()
+    where = facts.name if facts else "interpreter"
     if _DEFAULTS_ONLY.get():
         kept, _ = space.candidates(level, problem, resources)
         chosen = space.default if space.default in kept or not kept else kept[0]
-        return TuneResult(chosen, level, (Trial(chosen, "winner"),), False, 0.0,
-                          facts.name if facts else "interpreter",
-                          note="inside a correctness check: not tuned")
+        return _untuned(chosen, level, where, "inside a correctness check: not tuned")
     shape = ", ".join(f"{k}={v}" for k, v in problem.items())
     bar = ProgressBar(f"tuning {kernel_name(kernel)} ({shape})",
                     progress)
@@ -452,10 +454,10 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     small = _too_small_to_tune(kept, space.default, launch, measure or gpu_measure(launch),
                                min_ms)
     if small is not None:
-        result = TuneResult(space.default, level, (Trial(space.default, "winner"),), False,
-                            time.perf_counter() - start, facts.name if facts else "interpreter",
-                            note=f"not tuned: the default configuration runs in {small:.3f} ms, "
-                                 f"under {min_ms} ms, where tuning could save microseconds")
+        result = _untuned(space.default, level, where,
+                          f"not tuned: the default configuration runs in {small:.3f} ms, under "
+                          f"{min_ms} ms, where tuning could save microseconds",
+                          time.perf_counter() - start)
         _store(key, result)
         return result
     working, failed = _compile_all(kept, launch, bar)
@@ -465,7 +467,7 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     result = TuneResult(
         config=winner, level=level, from_cache=False,
         trials=tuple(raced + failed + [Trial(c, f"pruned: {why}") for c, why in pruned]),
-        seconds=time.perf_counter() - start, device=facts.name if facts else "interpreter",
+        seconds=time.perf_counter() - start, device=where,
         sm_clock_mhz=(clock_before, device.sm_clock_mhz() if facts else None))
     bar.close(f"best of {len(working)} in {result.seconds:.1f} s: {winner}")
     _store(key, result)
