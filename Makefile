@@ -56,13 +56,13 @@ $(BIN)/.sandbox: $(BIN)/.installed
 	fi
 	touch $@
 
-# ruff lints the package, the tests and the benchmarks (configured in pyproject.toml)
+# ruff lints the package, the tests, the benchmarks and the lessons (configured in pyproject.toml)
 $(BIN)/.lint: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet "ruff>=0.6"
 	touch $@
 
 test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint
-	$(BIN)/python -m ruff check tilegym_edu tests benchmarks
+	$(BIN)/python -m ruff check tilegym_edu tests benchmarks solutions
 	$(BIN)/python -m pytest
 
 # Exits 0 when grading ran, points lost or not (the table says which); tilegym-edu's exit 1,

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
-
 import torch
 import torch.nn.functional as F
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tilegym_edu import bench, device, tune
+from tilegym_edu import bench, tune
 from tilegym_edu.reference import attention
+
+from record import finish, header, options
 
 BACKENDS = {"SDPA flash": SDPBackend.FLASH_ATTENTION, "SDPA cuDNN": SDPBackend.CUDNN_ATTENTION,
             "SDPA efficient": SDPBackend.EFFICIENT_ATTENTION, "SDPA math": SDPBackend.MATH}
@@ -110,22 +107,17 @@ def softmax_bandwidth(record):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
+    parser = options(__doc__)
     parser.add_argument("--level2", action="store_true")
     args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__}
+    record = header()
     softmax_bandwidth(record)
     for d in (128, 64):
         for causal in (False, True):
             level = 2 if args.level2 and d == 128 and not causal else 1
             compare_attention(4, 32, 4096, d, causal, level, record)
     peak_memory(record)
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out)
 
 
 if __name__ == "__main__":

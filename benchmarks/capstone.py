@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
-
 import torch
-import triton
 from torch.profiler import ProfilerActivity, profile
 
-from tilegym_edu import bench, device
-from tilegym_edu.reference import llama
+from tilegym_edu import bench
+from tilegym_edu.reference import llama, llama_kernels
+from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
+
+from record import finish, header, options
 
 ROWS, DIM = 16384, 4096              # rmsnorm's and swiglu's graded problem
 ROPE_SHAPE = (1, 8192, 32, 128)      # rope_'s: q of a prefill, a view into a wider tensor
@@ -43,11 +41,11 @@ def fused_kernels() -> dict:
                 (("rmsnorm", llama.rmsnorm_torch), ("rope_", llama.rope_torch_),
                  ("swiglu", llama.swiglu_torch))}
     problems = {
-        "rmsnorm": (2 * x.nbytes, lambda: llama.rmsnorm(x, w, 1e-5),
+        "rmsnorm": (2 * x.nbytes, lambda: llama_kernels.rmsnorm(x, w, 1e-5),
                     lambda: llama.rmsnorm_torch(x, w, 1e-5), lambda: compiled["rmsnorm"](x, w, 1e-5)),
-        "rope_": (2 * q.numel() * q.element_size(), lambda: llama.rope_(q, cos, sin),
+        "rope_": (2 * q.numel() * q.element_size(), lambda: llama_kernels.rope_(q, cos, sin),
                   lambda: llama.rope_torch_(q, cos, sin), lambda: compiled["rope_"](q, cos, sin)),
-        "swiglu": (h.nbytes + h.nbytes // 2, lambda: llama.swiglu(h),
+        "swiglu": (h.nbytes + h.nbytes // 2, lambda: llama_kernels.swiglu(h),
                    lambda: llama.swiglu_torch(h), lambda: compiled["swiglu"](h)),
     }
     record = {}
@@ -82,7 +80,7 @@ def prefill(batch: int, seq: int) -> dict:
     cfg = llama.GPU_CONFIG
     model = llama.Llama(cfg, torch.float16, "cuda")
     tokens = llama.random_tokens(cfg, batch, seq, torch.Generator().manual_seed(0))
-    kernels = llama.reference_ops(small_blocks=False)
+    kernels = llama_kernels.reference_ops(small_blocks=False)
     model(tokens, kernels)                                # tune the matmuls and attention first
     compiled = torch.compile(lambda t: model(t))
     compiled(tokens)
@@ -96,8 +94,8 @@ def prefill(batch: int, seq: int) -> dict:
     results = bench.compare(versions, flops=flops, graph_below_ms=0, rep_ms=3000)
     print(f"== prefill, batch {batch} x {seq} tokens, {model.parameters() / 1e6:.0f} M parameters")
     bench.print_table(results, baseline="PyTorch eager")
-    by_op = {"PyTorch eager": llama.gpu_ms_by_op(lambda: model(tokens, llama.profiled(llama.TORCH_OPS))),
-             "reference kernels": llama.gpu_ms_by_op(lambda: model(tokens, llama.profiled(kernels)))}
+    by_op = {"PyTorch eager": gpu_ms_by_op(lambda: model(tokens, profiled(llama.TORCH_OPS))),
+             "reference kernels": gpu_ms_by_op(lambda: model(tokens, profiled(kernels)))}
     for name, split in by_op.items():
         print(f"{name}: GPU ms by operation " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()))
     tables = {name: kernel_table(run) for name, run in versions.items()}
@@ -111,17 +109,10 @@ def prefill(batch: int, seq: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__,
-              "fused_kernels": fused_kernels(),
+    args = options(__doc__).parse_args()
+    record = {**header(), "fused_kernels": fused_kernels(),
               "prefill": [prefill(batch, seq) for batch, seq in PROMPTS]}
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out)
 
 
 if __name__ == "__main__":

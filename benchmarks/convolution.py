@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
-
 import torch
 import torch.nn.functional as F
-import triton
 
-from tilegym_edu import bench, device, tune
+from tilegym_edu import bench, tune
 from tilegym_edu.reference import convolution as conv
+
+from record import finish, header, options
 
 #: (N, C, H, W, K, R, stride, padding): the issue's three 3x3 layers first, then a 1x1, a
 #: strided and a small odd layer
@@ -72,19 +69,13 @@ def compare_layer(layer, level: int, with_direct: bool) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
+    parser = options(__doc__)
     parser.add_argument("--level", type=int, default=1)
     args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__,
-              "cudnn": torch.backends.cudnn.version(),
+    record = {**header(), "cudnn": torch.backends.cudnn.version(),
               "layers": [compare_layer(layer, args.level, i < DIRECT_LAYERS)
                          for i, layer in enumerate(LAYERS)]}
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,6 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
-
 import torch
 import torch.nn.functional as F
 import triton
@@ -30,6 +26,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tilegym_edu import bench, device, tune
 from tilegym_edu.reference import convolution as conv
+from tilegym_edu.tiles import grouped_tile
+
+from record import finish, header, options
 
 LAYERS = [(32, 64, 56, 56, 64), (32, 256, 14, 14, 256), (64, 128, 28, 28, 128)]  # 3x3, pad 1
 
@@ -47,7 +46,6 @@ def variant_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(K, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    num_pid_in_group = GROUP_M * num_pid_n
     offs_k = tl.arange(0, BLOCK_K)
     c_blocks = tl.cdiv(C, BLOCK_K)
     if NUM_PROGRAMS > 0:
@@ -59,10 +57,7 @@ def variant_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
         step = 1
         end = start + 1
     for tile in tl.range(start, end, step, flatten=FLATTEN):
-        first_pid_m = (tile // num_pid_in_group) * GROUP_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-        pid_n = (tile % num_pid_in_group) // group_size_m
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
         offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
         offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % K
         n = offs_m // (P * Q)
@@ -97,13 +92,20 @@ def variant_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
                  mask=(offs_ym[:, None] < M) & (offs_yn[None, :] < K))
 
 
+def output_tiles(y, cfg) -> int:
+    """How many BLOCK_M x BLOCK_N tiles cover the output: y (N, K, P, Q) seen as the implicit
+    GEMM's (N·P·Q, K) matrix."""
+    N, K, P, Q = y.shape
+    return triton.cdiv(N * P * Q, cfg["BLOCK_M"]) * triton.cdiv(K, cfg["BLOCK_N"])
+
+
 def launch_variant(x, w, y, stride, pad, cfg):
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = y.shape[2], y.shape[3]
     cfg = dict(cfg)
     persistent, per_sm = cfg.pop("PERSISTENT"), cfg.pop("PER_SM")
-    tiles = triton.cdiv(N * P * Q, cfg["BLOCK_M"]) * triton.cdiv(K, cfg["BLOCK_N"])
+    tiles = output_tiles(y, cfg)
     programs = min(tiles, device.info().sm_count * per_sm) if persistent else 0
     grid = (programs if persistent else tiles,)
     variant_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R=R, S=S, STRIDE=stride, PAD=pad,
@@ -123,11 +125,7 @@ def conv_shift_kernel(x_desc, w_desc, y_ptr, N, H, W, C, K,
     M = N * H * W
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(K, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     p = (offs_m // W) % H
     q = offs_m % W
@@ -151,15 +149,15 @@ def conv_shift_kernel(x_desc, w_desc, y_ptr, N, H, W, C, K,
 
 
 def launch_shift(x, w, y, stride, pad, cfg):
+    assert stride == 1 and y.shape[2:] == x.shape[2:]     # stride 1, "same": P == H, Q == W
     N, C, H, W = x.shape
     K, _, R, S = w.shape
-    assert stride == 1 and y.shape[2] == H and y.shape[3] == W
     x2 = x.permute(0, 2, 3, 1).reshape(N * H * W, C)
     w2 = w.permute(0, 2, 3, 1).reshape(K, R * S * C)
     assert x2.data_ptr() == x.data_ptr() and w2.data_ptr() == w.data_ptr()
     x_desc = TensorDescriptor.from_tensor(x2, [cfg["BLOCK_M"], cfg["BLOCK_K"]])
     w_desc = TensorDescriptor.from_tensor(w2, [cfg["BLOCK_N"], cfg["BLOCK_K"]])
-    grid = (triton.cdiv(N * H * W, cfg["BLOCK_M"]) * triton.cdiv(K, cfg["BLOCK_N"]),)
+    grid = (output_tiles(y, cfg),)
     conv_shift_kernel[grid](x_desc, w_desc, y, N, H, W, C, K, R=R, S=S, PAD=pad, **cfg)
     return y
 
@@ -187,11 +185,8 @@ VARIANTS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__, "layers": {}}
+    args = options(__doc__).parse_args()
+    record = {**header(), "layers": {}}
     for N, C, H, W, K in LAYERS:
         torch.manual_seed(0)
         x = torch.randn(N, C, H, W, device="cuda", dtype=torch.float16).contiguous(
@@ -221,9 +216,7 @@ def main() -> None:
             entry.setdefault(m.name, {}).update(tflops=m.tflops,
                                                 vs_cudnn=cudnn.median_ms / m.median_ms)
         record["layers"][title] = entry
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out, clock_after=False)
 
 
 if __name__ == "__main__":

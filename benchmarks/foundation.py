@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
 import importlib.util
-import json
 import platform
 import tempfile
 from pathlib import Path
 
 import nbformat
 import torch
-import triton
 
-from tilegym_edu import ceilings, device, grading
+from tilegym_edu import ceilings, grading
+
+from record import finish, header, options
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON00 = ROOT / "solutions" / "00_getting_started" / "00_getting_started.ipynb"
@@ -57,24 +55,16 @@ def silu_mul_fractions(ns: dict, n: int = 2**26) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    facts = device.info()
+    args = options(__doc__).parse_args()
     record = {
-        "date": datetime.date.today().isoformat(), "gpu": facts.describe(),
-        "python": platform.python_version(), "torch": torch.__version__,
-        "triton": triton.__version__, "sm_clock_after_mhz": None,
+        **header(), "python": platform.python_version(), "sm_clock_after_mhz": None,
         "copy_gbs": {f"{gib} GiB": ceilings.measure_copy_gbs(gib * 2**30) for gib in (2, 4)},
         "matmul_tflops": {f"{name} {n}^3": ceilings.measure_matmul_tflops(name, n)
                           for n in (4096, 8192) for name in ceilings.MATMUL_DTYPES},
     }
     record["measure_ceilings"] = ceilings.measure_ceilings(refresh=True).__dict__
     record["silu_mul_fraction_of_copy"] = silu_mul_fractions(lesson00_namespace())
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    print(json.dumps(record, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(record, indent=1))
+    finish(record, args.out, show=True)   # sm_clock_after_mhz keeps its place after the header
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
 import json
 import os
 import shutil
@@ -30,10 +28,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import torch
-import triton
+from tilegym_edu import course
 
-from tilegym_edu import course, device
+from record import finish, header, options, write
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,25 +83,19 @@ def grade_lesson(lesson: str, modes: list[str], blank: bool, root: Path, deadlin
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__)
     parser.add_argument("--lessons", nargs="*", default=course.lessons(REPO))
     parser.add_argument("--modes", nargs="*", default=["cold", "warm"], choices=["cold", "warm"])
     parser.add_argument("--blank", action="store_true", help="also grade the blank notebook")
     parser.add_argument("--parallel", action="store_true", help="grade the lessons at once")
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="seconds after which no grading starts")
-    parser.add_argument("--out")
     args = parser.parse_args()
-    facts = device.info()
-    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "gpu": facts.describe() if facts else "none: interpreter mode",
-              "cpus": os.cpu_count(), "torch": torch.__version__, "triton": triton.__version__,
-              "sm_clock_before_mhz": device.sm_clock_mhz() if facts else None,
+    record = {**header(clock_before=True, stamp=True), "cpus": os.cpu_count(),
               "parallel": args.parallel, "gradings": [], "skipped": []}
 
     def save() -> None:
-        if args.out:
-            Path(args.out).write_text(json.dumps(record, indent=1))
+        write(record, args.out)
 
     deadline = time.monotonic() + args.budget
     with tempfile.TemporaryDirectory(prefix="grading-times-") as tmp:
@@ -112,8 +103,7 @@ def main() -> None:
                 for lesson in args.lessons]
         with ThreadPoolExecutor(len(jobs) if args.parallel else 1) as pool:
             list(pool.map(lambda job: grade_lesson(*job), jobs))
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz() if facts else None
-    save()
+    finish(record, args.out)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
-
 import torch
-import triton
 
-from tilegym_edu import bench, device
+from tilegym_edu import bench
 from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
 from tilegym_edu.traffic import count_traffic
+
+from record import finish, header, options
 
 DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
 CONFIGS = {  # (block_m, block_n, block_k, num_warps)
@@ -55,11 +52,8 @@ def configs(n: int = 4096) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__, "ladder": {}}
+    args = options(__doc__).parse_args()
+    record = {**header(), "ladder": {}}
     for n in (1024, 4096):
         for name, dtype in DTYPES.items():
             print(f"== {n}^3 {name}")
@@ -71,11 +65,7 @@ def main() -> None:
     naive, tiled = count_traffic(naive_matmul, a, b), count_traffic(tiled_matmul, a, b, 16, 16, 16)
     record["traffic_on_gpu_tensors"] = {"naive": naive.__dict__, "tiled 16x16x16": tiled.__dict__,
                                         "naive_expected_loaded": 2 * 37 * 29 * 45 * 2}
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    print(json.dumps(record, indent=1))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out, show=True)
 
 
 if __name__ == "__main__":

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
 import json
 import re
 
 import torch
-import triton
 
-from tilegym_edu import bench, device
+from tilegym_edu import bench
 from tilegym_edu.reference import pipelined
+
+from record import finish, header, options
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 512), (8192, 8192, 8192)]
 PIPELINED = [  # BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages
@@ -76,12 +75,8 @@ def compiled_facts(kernel, fn) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__, "configs": {},
-              "shapes": {}}
+    args = options(__doc__).parse_args()
+    record = {**header(), "configs": {}, "shapes": {}}
     a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
     ref = a.double() @ b.double()
@@ -97,8 +92,8 @@ def main() -> None:
     working = {}
     for name, (fn, cfg, kernel) in candidates.items():
         try:
-            facts = compiled_facts(kernel, lambda: fn(a, b, **cfg))
-            out = fn(a, b, **cfg)
+            facts = compiled_facts(kernel, lambda: fn(a, b, cfg))
+            out = fn(a, b, cfg)
             error = ((out.double() - ref).norm() / ref.norm()).item()
             facts.update(rel_error_512=error, config=cfg)
             working[name] = (fn, cfg)
@@ -109,7 +104,7 @@ def main() -> None:
     for M, N, K in SHAPES:
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        fns = {name: (lambda fn=fn, cfg=cfg: fn(a, b, **cfg)) for name, (fn, cfg) in working.items()}
+        fns = {name: (lambda fn=fn, cfg=cfg: fn(a, b, cfg)) for name, (fn, cfg) in working.items()}
         fns["cuBLAS"] = lambda: a @ b
         print(f"== {M}x{N}x{K} float16", flush=True)
         results = bench.compare(fns, flops=2 * M * N * K, rep_ms=1500)
@@ -118,10 +113,7 @@ def main() -> None:
         record["shapes"][f"{M}x{N}x{K}"] = {
             m.name: {"tflops": m.tflops, "median_ms": m.median_ms, "vs_cublas": cublas.median_ms / m.median_ms,
                      "runs": m.runs, "sm_clock_mhz": m.sm_clock_mhz} for m in results}
-    print(json.dumps(record, indent=1))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out, clock_after=False, show=True)
 
 
 if __name__ == "__main__":

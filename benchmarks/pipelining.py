@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import argparse
-import datetime
-import json
 import time
 
 import torch
-import triton
 
-from tilegym_edu import bench, device, tune
+from tilegym_edu import bench, tune
 from tilegym_edu.reference import pipelined
 from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
+
+from record import finish, header, options
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 512)]
 
@@ -28,7 +26,7 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 512)]
 def tuned(kernel, space, run, a, b, level):
     """Tune (timed, from an empty cache) then time a cache hit; the config and the trials."""
     problem = pipelined.matmul_problem(a, b)
-    launch = lambda config: run.__wrapped__(a, b, **config)  # noqa: E731
+    launch = lambda config: run.__wrapped__(a, b, config)  # noqa: E731
     start = time.perf_counter()
     result = tune.autotune(kernel, problem, space, launch, level=level, cache=False)
     search_s = time.perf_counter() - start
@@ -55,12 +53,12 @@ def ladder(M: int, N: int, K: int, record: dict) -> None:
     default = dict(pipelined.PIPELINED_DEFAULT)
     fns = {
         "tiled (lesson 02)": lambda: tiled_matmul(a, b),
-        "pipelined default, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, **{**default, "num_stages": 1}),
+        "pipelined default, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, {**default, "num_stages": 1}),
         "pipelined default (num_stages=3)": lambda: pipelined.pipelined_matmul(a, b),
-        "autotuned, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, **pipe.config.replace(num_stages=1)),
-        "autotuned": lambda: pipelined.pipelined_matmul(a, b, **pipe.config),
+        "autotuned, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, pipe.config.replace(num_stages=1)),
+        "autotuned": lambda: pipelined.pipelined_matmul(a, b, pipe.config),
         "persistent default": lambda: pipelined.persistent_matmul(a, b),
-        "persistent autotuned": lambda: pipelined.persistent_matmul(a, b, **pers.config),
+        "persistent autotuned": lambda: pipelined.persistent_matmul(a, b, pers.config),
         "cuBLAS": lambda: a @ b,
     }
     if (M, N, K) == (4096, 4096, 4096):
@@ -80,13 +78,10 @@ def ladder(M: int, N: int, K: int, record: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
+    parser = options(__doc__)
     parser.add_argument("--level2", action="store_true")
     args = parser.parse_args()
-    record = {"date": datetime.date.today().isoformat(), "gpu": device.info().describe(),
-              "torch": torch.__version__, "triton": triton.__version__,
-              "sm_clock_before_mhz": device.sm_clock_mhz()}
+    record = header(clock_before=True)
     for shape in SHAPES:
         ladder(*shape, record)
     if args.level2:
@@ -95,10 +90,7 @@ def main() -> None:
         _, record["level2_pipelined_4096"] = tuned(
             pipelined.pipelined_matmul_kernel, pipelined.PIPELINED_SPACE,
             pipelined.pipelined_matmul, a, b, level=2)
-    record["sm_clock_after_mhz"] = device.sm_clock_mhz()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+    finish(record, args.out)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,33 @@
 import tilegym_edu  # noqa: F401
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def tuning_cache_in(folder: Path):
+    """tilegym_edu.tune's cache in ``folder`` (TILEGYM_CACHE_DIR, which grading kernels inherit)
+    and its in-memory copy empty, for the time of the block."""
+    from tilegym_edu import tune
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TILEGYM_CACHE_DIR", str(folder))
+        tune._MEMORY.clear()
+        try:
+            yield
+        finally:
+            tune._MEMORY.clear()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path):
+    """An empty tuning cache of the test's own, in tmp_path."""
+    with tuning_cache_in(tmp_path):
+        yield
 
 
 @pytest.fixture(scope="session")

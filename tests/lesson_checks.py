@@ -12,22 +12,44 @@ from pathlib import Path
 
 import nbformat
 
-from tests.submissions import Submission
-from tilegym_edu import course
+from tests.submissions import OnGpu, Submission
+from tilegym_edu import autograde, course, grade_report
+
+REPO = Path(__file__).resolve().parent.parent
+LESSONS = course.lessons(REPO)
 
 
-LESSONS = course.lessons(Path(__file__).resolve().parent.parent)
+def solution_notebook(lesson: str) -> Path:
+    return REPO / "solutions" / lesson / f"{lesson}.ipynb"
+
+
+def solution_cells(lesson: str) -> dict[str, str]:
+    """{grade id: source} of the solution notebook's cells that have a grade id."""
+    cells = [(c.metadata.get("nbgrader", {}).get("grade_id"), c.source)
+             for c in nbformat.read(solution_notebook(lesson), as_version=4).cells]
+    found = {grade_id: source for grade_id, source in cells if grade_id}
+    assert len(found) == sum(1 for grade_id, _ in cells if grade_id), "a grade id used twice"
+    return found
 
 
 def _graded_cells(lesson: str):
-    notebook = Path(__file__).resolve().parent.parent / "solutions" / lesson / f"{lesson}.ipynb"
-    return [c for c in nbformat.read(notebook, as_version=4).cells
+    return [c for c in nbformat.read(solution_notebook(lesson), as_version=4).cells
             if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _submissions_module(lesson: str):
+    return importlib.import_module(f"tests.submissions.lesson{lesson[:2]}")
 
 
 def submissions_of(lesson: str) -> list[Submission]:
     """The known-wrong submissions of a lesson (tests/submissions/lessonNN.py)."""
-    return importlib.import_module(f"tests.submissions.lesson{lesson[:2]}").SUBMISSIONS
+    return _submissions_module(lesson).SUBMISSIONS
+
+
+def gpu_submissions_of(lesson: str) -> list[OnGpu]:
+    """The submissions of a lesson also graded on a GPU, and what they lose there (its
+    GPU_SUBMISSIONS; none where it has none)."""
+    return getattr(_submissions_module(lesson), "GPU_SUBMISSIONS", [])
 
 
 def lesson_points(lesson: str) -> dict[str, float]:
@@ -42,7 +64,7 @@ def gpu_only(lesson: str) -> set[str]:
             if "grading.require_gpu(" in c.source}
 
 
-def by_exercise(report: course.GradeReport) -> dict[str, course.ExerciseResult]:
+def by_exercise(report: grade_report.GradeReport) -> dict[str, grade_report.ExerciseResult]:
     return {e.exercise: e for e in report.exercises}
 
 
@@ -58,18 +80,18 @@ def _limit_threads() -> None:
 
 
 def _grade_in_own_course(lesson: str, folder: str, student: str, course_root: str,
-                         workspace: str) -> course.GradeReport:
+                         workspace: str) -> grade_report.GradeReport:
     """Grade ``folder`` in a copy of ``course_root`` that belongs to this worker process, so
     two gradings at once never share nbgrader's gradebook or working folders."""
     own = Path(workspace) / f"worker-{os.getpid()}"
     if not own.exists():
         for part in ("solutions", "notebooks"):
             shutil.copytree(Path(course_root) / part, own / part)
-    return course.grade(lesson, Path(folder), root=own, student=student)
+    return autograde.grade(lesson, Path(folder), root=own, student=student)
 
 
 def grade_submissions(lesson: str, root: Path, tmp_path_factory,
-                      submissions: list[Submission]) -> dict[str, course.GradeReport]:
+                      submissions: list[Submission]) -> dict[str, grade_report.GradeReport]:
     """The solution (as "solution") and every submission graded once, GRADING_WORKERS at a
     time, each worker in its own copy of the course at ``root``; student ids are prefixed with
     the lesson number so lessons never share one."""
@@ -88,7 +110,7 @@ def grade_submissions(lesson: str, root: Path, tmp_path_factory,
         return {name: future.result() for name, future in futures.items()}
 
 
-def assert_full_marks_but_gpu(report: course.GradeReport, points: dict[str, int],
+def assert_full_marks_but_gpu(report: grade_report.GradeReport, points: dict[str, int],
                               gpu_only: set[str]) -> None:
     """Every exercise earns its points, except the GPU-only ones: 0 and "needs GPU"."""
     results = by_exercise(report)
@@ -99,30 +121,38 @@ def assert_full_marks_but_gpu(report: course.GradeReport, points: dict[str, int]
             assert (results[name].points, results[name].status) == (0, "needs GPU")
             assert "needs an NVIDIA GPU" in results[name].reason
         else:
-            assert (results[name].points, results[name].status) == (max_points, "passed"), results[name]
+            assert ((results[name].points, results[name].status)
+                    == (max_points, "passed")), results[name]
 
 
-def assert_loses_exactly(solution: course.GradeReport, graded: course.GradeReport,
-                         submission: Submission) -> None:
-    """The cells ``submission.loses`` score 0 with its reason; every other cell scores as the
-    solution does."""
+def assert_loses_exactly(solution: grade_report.GradeReport, graded: grade_report.GradeReport,
+                         submission: Submission, also: tuple[str, ...] = (),
+                         may: tuple[str, ...] = ()) -> None:
+    """The cells ``submission.loses`` score 0 with its reason (and its ``details`` for those it
+    names), the cells of ``also`` score 0, those of ``may`` 0 or as the solution does, and every
+    other cell scores as the solution does."""
     solution_results, results = by_exercise(solution), by_exercise(graded)
+    assert set(results) == set(solution_results), graded.format_table()
+    assert set(submission.details) <= set(submission.loses), submission.details
     for name, result in results.items():
         if name in submission.loses:
             assert result.points == 0 and result.status == "failed", result
-            assert submission.reason in result.reason, result.reason
-        else:
+            for phrase in (submission.reason, *submission.details.get(name, ())):
+                assert phrase in result.reason, (phrase, result.reason)
+        elif name in also:
+            assert result.points == 0, result
+        elif name not in may or result.points != 0:
             assert result.points == solution_results[name].points, result
             assert result.status == solution_results[name].status
 
 
-def grade_blank(lesson: str, root: Path) -> course.GradeReport:
+def grade_blank(lesson: str, root: Path) -> grade_report.GradeReport:
     """Grade the learner notebook of ``lesson`` as given (blank); check it scores 0 on every
     cell, each failure is the NotImplementedError placeholder, feedback is written, and the
     notebook is not modified. Returns the report for lesson-specific checks."""
     notebook = root / "notebooks" / lesson / f"{lesson}.ipynb"
     before = hashlib.sha256(notebook.read_bytes()).hexdigest()
-    report = course.grade(lesson, root=root, student=f"l{lesson[:2]}_blank")
+    report = autograde.grade(lesson, root=root, student=f"l{lesson[:2]}_blank")
     assert all(e.points == 0 for e in report.exercises), report.format_table()
     assert {e.status for e in report.exercises} <= {"failed", "needs GPU"}
     assert all("not written yet" in e.reason for e in report.exercises if e.status == "failed"), \

@@ -46,7 +46,7 @@ def test_im2col_conv2d_and_direct_kernel_match_f_conv2d(geometry):
     w = channels_last(torch.randn(K, C, R, S))
     expected = F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)
     via_gemm = conv.im2col_conv2d(x, w, stride, padding, dilation)
-    direct = conv.direct_conv2d(x, w, stride, padding, dilation, BLOCK_M=32, BLOCK_N=16)
+    direct = conv.direct_conv2d(x, w, stride, padding, dilation, dict(BLOCK_M=32, BLOCK_N=16))
     for y in (via_gemm, direct):
         assert y.shape == expected.shape and y.is_contiguous(memory_format=torch.channels_last)
         torch.testing.assert_close(y, expected, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,6 @@
-"""Course plumbing: notebooks/ is what nbgrader makes of solutions/, notebooks are committed
-clean, and the command line reports errors in one line with exit status 2."""
+"""Course plumbing (course, build, autograde, grade_report): notebooks/ is what nbgrader makes of
+solutions/, notebooks are committed clean, learner code cannot reach the grader, and the command
+line reports errors in one line with exit status 2."""
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from tilegym_edu import cli, course
+from tilegym_edu import autograde, build, cli, course, grade_report
 from tests.conftest import REPO
 
 ALL_NOTEBOOKS = sorted(REPO.glob("solutions/*/*.ipynb")) + sorted(REPO.glob("notebooks/*/*.ipynb"))
@@ -26,7 +27,7 @@ def test_each_solutions_notebook_is_exactly_what_its_source_builds(lesson, tmp_p
     """solutions/<lesson>/<lesson>.py is the lesson's source; the notebook beside it is built
     from it (`make notebooks`), byte for byte."""
     shutil.copytree(REPO / "solutions", tmp_path / "solutions")   # a lesson may include another
-    [built] = course.build_solutions(lesson, tmp_path)
+    [built] = build.build_solutions(lesson, tmp_path)
     committed = REPO / "solutions" / lesson / built.name
     assert built.read_bytes() == committed.read_bytes(), (
         f"{committed} differs from its source {committed.with_suffix('.py').name}: edit the .py "
@@ -35,14 +36,15 @@ def test_each_solutions_notebook_is_exactly_what_its_source_builds(lesson, tmp_p
 
 
 def test_a_lesson_source_is_never_released(tmp_path):
-    shutil.copytree(REPO / "solutions" / "00_getting_started", tmp_path / "solutions" / "00_getting_started")
-    released = course.release("00_getting_started", tmp_path)
+    shutil.copytree(REPO / "solutions" / "00_getting_started",
+                    tmp_path / "solutions" / "00_getting_started")
+    released = build.release("00_getting_started", tmp_path)
     assert sorted(p.name for p in released.iterdir()) == ["00_getting_started.ipynb"]
 
 
 def test_learner_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
     shutil.copytree(REPO / "solutions", tmp_path / "solutions")
-    generated = course.generate(root=tmp_path)
+    generated = build.generate(root=tmp_path)
     assert generated
     for path in generated:
         committed = REPO / "notebooks" / path.parent.name / path.name
@@ -72,11 +74,19 @@ def test_nbgrader_config_points_at_the_course():
     from traitlets.config import Config
     config = Config()
     source = (REPO / "nbgrader_config.py").read_text()
-    exec(compile(source, "nbgrader_config.py", "exec"), {"get_config": lambda: config,
-                                                         "__file__": str(REPO / "nbgrader_config.py")})
+    exec(compile(source, "nbgrader_config.py", "exec"),
+         {"get_config": lambda: config, "__file__": str(REPO / "nbgrader_config.py")})
     assert config.CourseDirectory.source_directory == "solutions"
     assert config.CourseDirectory.root == str(REPO)
     assert ".grading" in config.CourseDirectory.db_url
+
+
+@pytest.mark.parametrize("module", ["course", "build", "autograde", "grade_report"])
+def test_the_grading_machinery_is_off_limits_to_learner_code(module):
+    from tilegym_edu import audit
+    names = audit.lesson_names(["import tilegym_edu"])
+    assert audit.audit(f"import tilegym_edu\nx = tilegym_edu.{module}.anything", names)
+    assert audit.audit(f"from tilegym_edu import {module}", names)
 
 
 def test_grading_an_unknown_lesson_is_a_one_line_error(capsys):
@@ -97,14 +107,15 @@ def test_grading_a_broken_notebook_is_a_one_line_error(tmp_path, monkeypatch, ca
 
 
 def test_grade_report_table_and_json():
-    report = course.GradeReport("00_getting_started", "learner", [
-        course.ExerciseResult("nb", "test_a", 4, 4, "passed"),
-        course.ExerciseResult("nb", "test_b", 0, 2, "needs GPU", "NeedsGPU: needs an NVIDIA GPU")],
+    report = grade_report.GradeReport("00_getting_started", "learner", [
+        grade_report.ExerciseResult("nb", "test_a", 4, 4, "passed"),
+        grade_report.ExerciseResult("nb", "test_b", 0, 2, "needs GPU",
+                                    "NeedsGPU: needs an NVIDIA GPU")],
         ["/x/feedback.html"])
     table = report.format_table()
     assert "test_a" in table and "needs GPU" in table and "total: 4/6" in table
     assert "feedback: /x/feedback.html" in table
-    data = json.loads(course.report_json(report))
+    data = json.loads(grade_report.report_json(report))
     assert data["points"] == 4 and data["max_points"] == 6
     assert data["exercises"][1]["status"] == "needs GPU"
 
@@ -126,32 +137,37 @@ def test_an_error_raised_outside_the_checks_gets_its_hint_in_the_grade_table():
     check: the grade table's reason still says what it means, once."""
     evalue = "CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be ..."
     cell = {"outputs": [{"output_type": "error", "ename": "AcceleratorError", "evalue": evalue}]}
-    ename, reason = course._error_of(cell)
+    ename, reason = grade_report._error_of(cell)
     assert ename == "AcceleratorError"
-    assert reason.startswith("AcceleratorError: CUDA error: an illegal memory access was encountered [")
+    assert reason.startswith(
+        "AcceleratorError: CUDA error: an illegal memory access was encountered [")
     assert reason.count("outside its tensors") == 1
     wrapped = {"outputs": [{"output_type": "error", "ename": "AssertionError",
                             "evalue": "1 of 1 checks failed. First: ... raised RuntimeError: "
                                       "CUDA error: an illegal memory access was encountered "
-                                      "[the kernel read or wrote outside its tensors (a load ...]"}]}
-    assert course._error_of(wrapped)[1].count("outside its tensors") == 1
+                                      "[the kernel read or wrote outside its tensors "
+                                      "(a load ...]"}]}
+    assert grade_report._error_of(wrapped)[1].count("outside its tensors") == 1
 
 
 @pytest.mark.slow
 def test_one_exercise_is_graded_alone_with_what_it_needs(course_copy):
     solution = course_copy / "solutions" / "00_getting_started"
-    report = course.grade("00_getting_started", solution, root=course_copy, student="exercise",
+    report = autograde.grade("00_getting_started", solution, root=course_copy, student="exercise",
                           exercise="test_bytes")
-    assert [(e.exercise, e.points, e.status) for e in report.exercises] == [("test_bytes", 2, "passed")]
+    assert [(e.exercise, e.points, e.status) for e in report.exercises] == [
+        ("test_bytes", 2, "passed")]
     assert report.max_points == 2 and any("only test_bytes was graded" in n for n in report.notes)
     ran = nbformat.read(course_copy / ".grading" / "autograded" / "exercise" / "00_getting_started"
                         / "00_getting_started.ipynb", as_version=4)
-    graded = [c.metadata.nbgrader["grade_id"] for c in ran.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    graded = [c.metadata.nbgrader["grade_id"] for c in ran.cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
     assert graded == ["test_bytes"]          # nbgrader did not put the other tests back
     assert not any("demo" in c.metadata.get("tags", []) for c in ran.cells)
 
 
-def test_an_unknown_exercise_is_a_one_line_error_listing_the_exercises(course_copy, monkeypatch, capsys):
+def test_an_unknown_exercise_is_a_one_line_error_listing_the_exercises(course_copy, monkeypatch,
+                                                                        capsys):
     monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(course_copy))
     assert cli.main(["grade", "00_getting_started", "--exercise", "test_nope"]) == 2
     err = capsys.readouterr().err

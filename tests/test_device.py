@@ -12,7 +12,8 @@ from tilegym_edu import device
 
 REPO = Path(__file__).resolve().parent.parent
 
-interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+interpreter_only = pytest.mark.skipif(device.ON_GPU,
+                                      reason="tests interpreter mode; a GPU is visible")
 
 
 #: fresh interpreters, for decisions made at import time: (code, environment changes)
@@ -20,7 +21,8 @@ FRESH_IMPORTS = {
     "bogus mode": ("import tilegym_edu", {"TILEGYM_MODE": "bogus"}),
     "gpu mode": ("import tilegym_edu", {"TILEGYM_MODE": "gpu"}),
     "triton first": ("import triton\nimport tilegym_edu", {}),
-    "gpu mode, interpret set": ("import tilegym_edu", {"TILEGYM_MODE": "gpu", "TRITON_INTERPRET": "1"}),
+    "gpu mode, interpret set": ("import tilegym_edu",
+                                {"TILEGYM_MODE": "gpu", "TRITON_INTERPRET": "1"}),
     "triton first, interpret set": ("import triton\nimport tilegym_edu\n"
                                     "print(tilegym_edu.device.MODE)", {"TRITON_INTERPRET": "1"}),
 }
@@ -134,36 +136,29 @@ def test_driver_version_comes_from_nvidia_smi(fake_nvidia_smi):
 
 # the mode is decided at import time: fresh interpreters --------------------------------------
 
-def test_unknown_mode_is_a_value_error_naming_the_modes(fresh_imports):
-    result = fresh_imports["bogus mode"]
+#: the FRESH_IMPORTS entries that must fail, and what each must say on stderr
+REFUSED_IMPORTS = [
+    pytest.param("bogus mode", ("ValueError", "'bogus'", "'gpu'", "'interpreter'"),
+                 id="unknown_mode_names_the_modes"),
+    pytest.param("gpu mode", ("RuntimeError", "no CUDA GPU", "Unset TILEGYM_MODE",
+                              "tilegym-edu doctor"),
+                 id="forced_gpu_mode_without_a_gpu_says_what_to_do", marks=interpreter_only),
+    pytest.param("triton first", ("RuntimeError", "import tilegym_edu", "before `import triton`"),
+                 id="triton_imported_first_without_interpret_flag", marks=interpreter_only),
+    pytest.param("gpu mode, interpret set", ("ValueError", "contradicts TRITON_INTERPRET=1"),
+                 id="forced_gpu_mode_contradicting_the_interpret_flag"),
+]
+
+
+@pytest.mark.parametrize("entry, says", REFUSED_IMPORTS)
+def test_a_refused_import_fails_and_says_why(fresh_imports, entry, says):
+    result = fresh_imports[entry]
     assert result.returncode != 0
-    assert "ValueError" in result.stderr and "'bogus'" in result.stderr
-    assert "'gpu'" in result.stderr and "'interpreter'" in result.stderr
-
-
-@interpreter_only
-def test_forced_gpu_mode_without_a_gpu_says_what_to_do(fresh_imports):
-    result = fresh_imports["gpu mode"]
-    assert result.returncode != 0
-    assert "RuntimeError" in result.stderr and "no CUDA GPU" in result.stderr
-    assert "Unset TILEGYM_MODE" in result.stderr and "tilegym-edu doctor" in result.stderr
-
-
-@interpreter_only
-def test_triton_imported_first_without_interpret_flag_fails(fresh_imports):
-    result = fresh_imports["triton first"]
-    assert result.returncode != 0
-    assert "RuntimeError" in result.stderr
-    assert "import tilegym_edu" in result.stderr and "before `import triton`" in result.stderr
+    for phrase in says:
+        assert phrase in result.stderr, (phrase, result.stderr)
 
 
 def test_triton_imported_first_is_fine_with_the_interpret_flag_set(fresh_imports):
     result = fresh_imports["triton first, interpret set"]
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "interpreter"
-
-
-def test_forced_gpu_mode_contradicting_the_interpret_flag_fails(fresh_imports):
-    result = fresh_imports["gpu mode, interpret set"]
-    assert result.returncode != 0
-    assert "ValueError" in result.stderr and "contradicts TRITON_INTERPRET=1" in result.stderr

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from tests.conftest import REPO
-from tilegym_edu import course, includes, percent
+from tilegym_edu import build, course, includes, percent
 
 SOURCES = sorted((REPO / "solutions").glob("*/*.py"))
 
@@ -41,7 +41,9 @@ def test_a_lesson_cell_is_included_whole_with_its_own_includes_expanded():
         (REPO / "solutions/06_capstone/06_capstone.py").read_text())), REPO)
     bring = next(c for c in six.cells
                  if c.metadata.get("nbgrader", {}).get("grade_id") == "bring_your_kernels")
-    assert bring.source.endswith(brought) and "def matmul_kernel(" in bring.source
+    matmul = includes.lesson_cell(REPO, "03_software_pipelining", "matmul_solution")
+    assert bring.source.startswith(brought) and bring.source.endswith(matmul)
+    assert "def matmul_kernel(" in matmul and "MATMUL_SPACE = " in matmul
 
 
 @pytest.mark.parametrize("line, why", [
@@ -99,9 +101,9 @@ def test_an_edit_of_included_code_in_the_notebook_is_not_written_back(tmp_path):
     shutil.copytree(REPO / "solutions" / lesson, tmp_path / "solutions" / lesson)
     notebook = tmp_path / "solutions" / lesson / f"{lesson}.ipynb"
     before = (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text()
-    course.write_sources(lesson, tmp_path)            # unedited: the includes stay
+    build.write_sources(lesson, tmp_path)            # unedited: the includes stay
     assert (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text() == before
     notebook.write_text(re.sub(r"acc \+= a\.to", "acc -= a.to", notebook.read_text(), count=1))
     with pytest.raises(course.CourseError, match="takes its code from elsewhere"):
-        course.write_sources(lesson, tmp_path)
+        build.write_sources(lesson, tmp_path)
     assert (tmp_path / "solutions" / lesson / f"{lesson}.py").read_text() == before

@@ -1,48 +1,36 @@
-"""Lesson 03: what is particular to it, graded through nbgrader in interpreter mode (what
-every lesson is checked for is tests/test_lessons.py). Also: the solution's search spaces and
-pruning rules are the reference's."""
+"""Lesson 03: what is particular to it (what every lesson is checked for, graded through nbgrader
+in interpreter mode, is tests/test_lessons.py): the submissions graded on a GPU lose nothing
+without one, and the solution's search spaces and pruning rules are the reference's."""
 import runpy
 
-import nbformat
 import pytest
 
-from tests.conftest import REPO
-from tests.lesson_checks import by_exercise, gpu_only
+from tests.lesson_checks import solution_cells
 from tests.submissions.lesson03 import GPU_SUBMISSIONS, SUBMISSIONS
 from tilegym_edu import tune
 from tilegym_edu.reference import pipelined
 
 LESSON = "03_software_pipelining"
-SOLUTION = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
 
 
 def cell(grade_id: str) -> str:
-    notebook = nbformat.read(SOLUTION, as_version=4)
-    [found] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
-    return "\n".join(line for line in found.source.splitlines() if "### " not in line)
+    source = solution_cells(LESSON)[grade_id]
+    return "\n".join(line for line in source.splitlines() if "### " not in line)
 
 
-@pytest.mark.slow
-def test_failures_name_the_case(lesson_reports):
-    reports = lesson_reports(LESSON)
-    reason = by_exercise(reports["k_tail_dropped"])["test_matmul_correct"].reason
-    assert "case (M=1, N=1, K=1" in reason and "seed" in reason
-    reason = by_exercise(reports["schedule_ignores_stages"])["test_pipeline_schedule"].reason
-    assert "pipeline_schedule(T=4, S=2, L=3, C=1): tile 1" in reason
-
-
-def test_gpu_submissions_lose_nothing_without_a_gpu():
-    names = {s.name: s for s in SUBMISSIONS}
-    for name, (submission, lost_on_gpu) in GPU_SUBMISSIONS.items():
-        assert names[name] is submission and submission.loses == ()
-        assert set(lost_on_gpu) <= gpu_only(LESSON)
+def test_gpu_submissions_are_graded_here_too_and_lose_nothing_without_a_gpu():
+    """(What they lose on a GPU needs one: tests/test_lessons.py checks that.)"""
+    assert GPU_SUBMISSIONS
+    for case in GPU_SUBMISSIONS:
+        assert any(case.submission is s for s in SUBMISSIONS) and case.submission.loses == ()
 
 
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory):
     """The solution's setup, Exercise 2, helper, Exercise 3 and Exercise 4 cells, run as a module
     (a file, so Triton can read the kernels' source)."""
-    ids = ["setup", "shared_memory_solution", "matmul_helpers", "matmul_solution", "persistent_solution"]
+    ids = ["setup", "shared_memory_solution", "matmul_helpers", "matmul_solution",
+           "persistent_solution"]
     path = tmp_path_factory.mktemp("lesson03") / "lesson03_cells.py"
     path.write_text("\n\n".join(cell(i) for i in ids) + "\n")
     return runpy.run_path(str(path))
@@ -65,7 +53,8 @@ def test_solution_search_spaces_are_the_reference(cells, space, reference_space,
             problem = {"M": 4096, "N": 4096, "K": 4096, "dtype": dtype}
             for config in ours.configs(2):
                 assert ((cells[prune](config, problem, resources) is None)
-                        == (pipelined.matmul_prune(config, problem, resources) is None)), (config, resources)
+                        == (pipelined.matmul_prune(config, problem, resources) is None)), \
+                    (config, resources)
             assert (ours.candidates(2, problem, resources)[0]
                     == reference_space.candidates(2, problem, resources)[0])
 

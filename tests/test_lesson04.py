@@ -1,36 +1,21 @@
-"""Lesson 04: what is particular to it, graded through nbgrader in interpreter mode (what
-every lesson is checked for is tests/test_lessons.py)."""
-import pytest
+"""Lesson 04: what is particular to it (what every lesson is checked for, graded through nbgrader
+in interpreter mode, is tests/test_lessons.py): the stream Exercise 3 is graded with."""
+import math
+import weakref
 
-from tests.lesson_checks import by_exercise
+import pytest
+import torch
+
+from tests.lesson_checks import solution_cells
+from tilegym_edu import check
 
 LESSON = "04_flash_attention"
-
-pytestmark = pytest.mark.slow
-
-
-def test_failures_name_the_case(lesson_reports):
-    reports = lesson_reports(LESSON)
-    reason = by_exercise(reports["flash_without_max"])["test_flash_attention_correct"].reason
-    assert "case (batch=" in reason and "scale=32.0" in reason and "seed" in reason
-    reason = by_exercise(reports["causal_mask_off_by_one"])["test_flash_attention_causal"].reason
-    assert "causal=True" in reason and "first bad element" in reason
 
 
 def test_block_stream_refuses_a_second_pass_and_kept_blocks():
     """The stream Exercise 3 is graded with: one pass only, and no block kept two requests on
     (checked without autograding: the lesson's solution and helper cells, run here)."""
-    import math
-    import weakref
-
-    import nbformat
-    import torch
-
-    from tests.conftest import REPO
-    from tilegym_edu import check
-
-    notebook = nbformat.read(REPO / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
-    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in notebook.cells}
+    cells = solution_cells(LESSON)
     namespace = {"math": math, "torch": torch, "weakref": weakref, "check": check}
     exec(cells["online_softmax_solution"], namespace)
     exec(cells["online_softmax_helpers"], namespace)

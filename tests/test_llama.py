@@ -1,11 +1,12 @@
-"""tilegym_edu.reference.llama: the PyTorch model and its swap onto kernels (lesson 06)."""
+"""tilegym_edu.reference.llama, llama_kernels and llama_profile: the PyTorch model, its swap onto
+kernels and its profile by operation (lesson 06)."""
 import math
 
 import pytest
 import torch
 
 from tilegym_edu import check, grading
-from tilegym_edu.reference import llama
+from tilegym_edu.reference import llama, llama_kernels, llama_profile
 from tilegym_edu.reference.llama import CPU_CONFIG, GPU_CONFIG, TORCH_OPS, Llama, Ops
 
 
@@ -22,7 +23,8 @@ def test_configs_are_llama_shaped():
     # the GPU model fits any GPU the course runs on: under 1.5 GB of float16 weights
     params = (GPU_CONFIG.vocab * GPU_CONFIG.dim * 2 + GPU_CONFIG.n_layers * (
         GPU_CONFIG.dim * (GPU_CONFIG.n_heads + 2 * GPU_CONFIG.n_kv_heads) * GPU_CONFIG.head_dim
-        + GPU_CONFIG.n_heads * GPU_CONFIG.head_dim * GPU_CONFIG.dim + 3 * GPU_CONFIG.dim * GPU_CONFIG.hidden))
+        + GPU_CONFIG.n_heads * GPU_CONFIG.head_dim * GPU_CONFIG.dim
+        + 3 * GPU_CONFIG.dim * GPU_CONFIG.hidden))
     assert params * 2 < 1.5e9
 
 
@@ -103,7 +105,7 @@ def test_swap_with_the_reference_kernels_matches_pytorch():
         model = Llama(CPU_CONFIG, dtype)
         t = tokens(2, 9, seed=3)
         ref = model.to(torch.float64, "cpu")(t.cpu())
-        out = model(t, llama.reference_ops())
+        out = model(t, llama_kernels.reference_ops())
         assert out.dtype == dtype
         assert check.relative_error(out, ref) < tol
 
@@ -133,7 +135,7 @@ def test_swapped_model_needs_only_index_and_add_from_pytorch():
     with pytest.raises(grading.LibraryShortcut):
         grading.guarded_call(model, (tokens(1, 4),), allow=("index", "add"))   # torch ops
     with pytest.raises(grading.LibraryShortcut, match="reference"):
-        grading.guarded_call(lambda t: model(t, llama.reference_ops()), (tokens(1, 4),),
+        grading.guarded_call(lambda t: model(t, llama_kernels.reference_ops()), (tokens(1, 4),),
                              allow=("index", "add"))
 
 
@@ -142,13 +144,16 @@ def test_rope_is_in_place_on_views():
     before = qkv.clone()
     cos, sin = llama.rope_tables(8, 16)
     q = qkv[:, :, 1:4]
-    out = llama.rope_(q, cos, sin)
+    out = llama_kernels.rope_(q, cos, sin)
     assert out is q
-    assert torch.allclose(qkv[:, :, 1:4], llama.rope_torch(before[:, :, 1:4], cos[:5], sin[:5]), atol=1e-6)
-    assert torch.equal(qkv[:, :, :1], before[:, :, :1]) and torch.equal(qkv[:, :, 4:], before[:, :, 4:])
+    assert torch.allclose(qkv[:, :, 1:4], llama.rope_torch(before[:, :, 1:4], cos[:5], sin[:5]),
+                          atol=1e-6)
+    assert torch.equal(qkv[:, :, :1], before[:, :, :1])
+    assert torch.equal(qkv[:, :, 4:], before[:, :, 4:])
     # the PyTorch version is in place too
     x = before[:, :, 1:4].clone()
-    assert llama.rope_torch_(x, cos[:5], sin[:5]) is x and torch.allclose(x, qkv[:, :, 1:4], atol=1e-6)
+    assert llama.rope_torch_(x, cos[:5], sin[:5]) is x
+    assert torch.allclose(x, qkv[:, :, 1:4], atol=1e-6)
 
 
 def test_rope_is_a_rotation_by_relative_position():
@@ -157,7 +162,8 @@ def test_rope_is_a_rotation_by_relative_position():
     k = torch.randn(1, 1, 1, 16, dtype=torch.float64).expand(1, 12, 1, 16)
     rq, rk = llama.rope_torch(q, cos, sin), llama.rope_torch(k, cos, sin)
     dots = (rq[0, :, 0] @ rk[0, :, 0].T)
-    assert torch.allclose(dots[3, 1], dots[9, 7]) and torch.allclose(dots[5, 5], q[0, 0, 0] @ k[0, 0, 0])
+    assert torch.allclose(dots[3, 1], dots[9, 7])
+    assert torch.allclose(dots[5, 5], q[0, 0, 0] @ k[0, 0, 0])
     assert torch.allclose(rq.norm(dim=-1), q.norm(dim=-1))
 
 
@@ -165,7 +171,7 @@ def test_rmsnorm_epsilon_matters():
     x = torch.zeros(3, 40)
     x[1] = 1e-4 * torch.randn(40)
     w = torch.ones(40)
-    y = llama.rmsnorm(x, w, 1e-5)
+    y = llama_kernels.rmsnorm(x, w, 1e-5)
     assert torch.equal(y[0], torch.zeros(40))
     assert torch.allclose(y, llama.rmsnorm_torch(x, w, 1e-5), rtol=1e-4, atol=1e-7)
     no_eps = llama.rmsnorm_torch(x, w, 0.0)
@@ -176,7 +182,7 @@ def test_rmsnorm_epsilon_matters():
 def test_swiglu_is_silu_of_gate_times_up():
     h = torch.randn(4, 2 * 37)
     g, u = h[:, :37], h[:, 37:]
-    assert torch.allclose(llama.swiglu(h), torch.nn.functional.silu(g) * u, atol=1e-6)
+    assert torch.allclose(llama_kernels.swiglu(h), torch.nn.functional.silu(g) * u, atol=1e-6)
 
 
 def test_attention_torch_takes_grouped_query_views():
@@ -194,7 +200,7 @@ def test_profiled_ops_give_the_same_logits_inside_named_ranges():
     from torch.profiler import ProfilerActivity, profile
     model, t = Llama(CPU_CONFIG, torch.float32), tokens(1, 5)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        logits = model(t, llama.profiled(TORCH_OPS))
+        logits = model(t, llama_profile.profiled(TORCH_OPS))
     assert torch.equal(logits, model(t))
     counts = {name: sum(e.name == f"ops.{name}" for e in prof.events())
               for name in ("matmul", "attention", "rmsnorm", "rope_", "swiglu")}

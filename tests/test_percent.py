@@ -1,8 +1,12 @@
 """tilegym_edu.percent: lessons as percent-format text, round-tripped exactly."""
+from pathlib import Path
+
 import nbformat
 import pytest
 
 from tilegym_edu import percent
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _notebook():
@@ -46,3 +50,18 @@ def test_a_broken_source_says_what_is_wrong():
     text = percent.to_text(_notebook())
     with pytest.raises(ValueError, match="cannot read the cell marker"):
         percent.from_text(text.replace('id="cell-02"', 'id="cell-02" oops'))
+
+
+def test_every_line_of_prose_in_the_lesson_sources_fits_in_100_characters():
+    """ruff checks the code of each lesson in its built solution notebook; the prose it cannot
+    see is held to the same width here. Cell markers (which carry nbgrader's metadata on one
+    line) and the notebook header are the exceptions."""
+    long_lines = []
+    for source in sorted(REPO.glob("solutions/*/*.py")):
+        prose = False
+        for number, line in enumerate(source.read_text().split("\n"), 1):
+            if line.startswith((percent.MARKER, percent.HEADER)):
+                prose = line.startswith(percent.MARKER + " [markdown]")
+            elif prose and len(line) > 100:
+                long_lines.append(f"{source.name}:{number}: {len(line)} characters")
+    assert not long_lines, "re-wrap these lines of prose:\n" + "\n".join(long_lines)

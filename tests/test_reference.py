@@ -6,7 +6,7 @@ import torch
 
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
-from tilegym_edu.reference import attention, convolution, llama, matmul, pipelined
+from tilegym_edu.reference import attention, convolution, llama, llama_kernels, matmul, pipelined
 from tilegym_edu.tune import Config
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
@@ -27,8 +27,8 @@ def test_reference_matmuls_pass_on_20_seeds(fn):
     assert not failed, failed[:3]
 
 
-@pytest.mark.parametrize("fn", [lambda a, b: pipelined.pipelined_matmul(a, b, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16),
-                                lambda a, b: pipelined.persistent_matmul(a, b, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)],
+@pytest.mark.parametrize("fn", [lambda a, b: pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)),
+                                lambda a, b: pipelined.persistent_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16))],
                          ids=["pipelined", "persistent"])
 def test_lesson03_reference_matmuls_pass_on_20_seeds(fn):
     # row lengths that tensor descriptors can address (multiples of 16 bytes)
@@ -108,14 +108,14 @@ def test_lesson06_fused_kernels_pass_on_20_seeds(kernel):
         cases = [{"shape": s, "dtype": d, **extra} for s, extra in
                  [((1, 1), {}), ((5, 333), {}), ((4, 64), {"zero_rows": 2}), ((3, 70), {"scale": 1e-4})]
                  for d in dtypes]
-        args = (llama.rmsnorm, llama.rmsnorm_torch, rmsnorm_inputs)
+        args = (llama_kernels.rmsnorm, llama.rmsnorm_torch, rmsnorm_inputs)
     elif kernel == "rope":
         cases = [{"shape": s, "dtype": d} for s in [(1, 1, 1, 16), (2, 5, 3, 32), (1, 4, 5, 64)] for d in dtypes]
-        args = (lambda x, cos, sin: llama.rope_(x.clone(), cos, sin),
+        args = (lambda x, cos, sin: llama_kernels.rope_(x.clone(), cos, sin),
                 lambda x, cos, sin: llama.rope_torch(x, cos[:x.shape[1]], sin[:x.shape[1]]), rope_inputs)
     else:
         cases = [{"shape": s, "dtype": d} for s in [(1, 2), (5, 74), (3, 3000)] for d in dtypes]
-        args = (llama.swiglu, llama.swiglu_torch,
+        args = (llama_kernels.swiglu, llama.swiglu_torch,
                 lambda case, g: (random_tensor(case["shape"], case["dtype"], g, 3.0),))
     results = check(*args, cases, seeds=range(20))
     failed = [r.describe() for r in results if not r.passed]
@@ -134,8 +134,8 @@ def test_reference_kernels_raise_inside_graded_calls():
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, (x, w))
     cos, sin = llama.rope_tables(3, 16)
-    for fn, args in ((llama.rmsnorm, (a, a[0], 1e-5)), (llama.swiglu, (a,)),
-                     (llama.rope_, (torch.randn(1, 3, 2, 16), cos, sin))):
+    for fn, args in ((llama_kernels.rmsnorm, (a, a[0], 1e-5)), (llama_kernels.swiglu, (a,)),
+                     (llama_kernels.rope_, (torch.randn(1, 3, 2, 16), cos, sin))):
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, args)
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tilegym_edu import cli, course
+from tilegym_edu import autograde, cli, grade_report
 
 LESSON00 = "--LabApp.default_url=/lab/tree/00_getting_started/00_getting_started.ipynb"
 
@@ -73,10 +73,10 @@ def test_grade_passes_exercise_to_course_grade(monkeypatch, capsys):
 
     def fake_grade(lesson, folder, **options):
         calls.append((lesson, folder, options))
-        return course.GradeReport(lesson, "learner", [
-            course.ExerciseResult("nb", "test_softmax_correct", 0, 4, "failed", "wrong")], [])
+        return grade_report.GradeReport(lesson, "learner", [
+            grade_report.ExerciseResult("nb", "test_softmax_correct", 0, 4, "failed", "wrong")], [])
 
-    monkeypatch.setattr(course, "grade", fake_grade)
+    monkeypatch.setattr(autograde, "grade", fake_grade)
     exercise = ["--exercise", "test_softmax_correct"]
     assert cli.main(["grade", "04_flash_attention", *exercise]) == 1
     assert calls[-1] == ("04_flash_attention", None,
@@ -129,11 +129,13 @@ def test_documented_nbgrader_export_writes_into_dot_grading():
 
 
 def test_grade_profile_prints_the_slowest_cells(monkeypatch, capsys):
-    report = course.GradeReport("04_flash_attention", "learner", [
-        course.ExerciseResult("nb", "test_softmax_correct", 4, 4, "passed", figure="largest error 1e-4")],
-        [], [], [course.CellTime("nb", "setup", 4.0), course.CellTime("nb", "test_softmax_correct", 9.5),
-                 course.CellTime("nb", "cell 3: x = 1", 0.1)], 21.0)
-    monkeypatch.setattr(course, "grade", lambda *a, **k: report)
+    report = grade_report.GradeReport("04_flash_attention", "learner", [
+        grade_report.ExerciseResult("nb", "test_softmax_correct", 4, 4, "passed",
+                                    figure="largest error 1e-4")],
+        [], [], [grade_report.CellTime("nb", "setup", 4.0),
+                 grade_report.CellTime("nb", "test_softmax_correct", 9.5),
+                 grade_report.CellTime("nb", "cell 3: x = 1", 0.1)], 21.0)
+    monkeypatch.setattr(autograde, "grade", lambda *a, **k: report)
     assert cli.main(["grade", "04_flash_attention", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "largest error 1e-4" in out and "(21 s)" in out

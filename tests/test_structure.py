@@ -13,7 +13,7 @@ import sqlite3
 import nbformat
 import pytest
 
-from tilegym_edu import classroom, course, sandbox, submission
+from tilegym_edu import autograde, classroom, course, sandbox, submission
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +62,7 @@ def test_a_kernel_that_dies_costs_only_its_cell(tmp_path, unaudited):
         cell("assert double(2) == 4", "test_after", 1),
         cell("boom()", "test_boom_again", 1),              # the first boom is not replayed
         cell("assert double(3) == 6", "test_last", 1)])
-    report = course.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="dies")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="dies")
     results = by_id(report)
     assert [results[t].points for t in ("test_double", "test_after", "test_last")] == [2, 1, 1]
     assert results["test_boom"].points == results["test_boom_again"].points == 0
@@ -81,7 +81,7 @@ def test_a_cell_that_swallows_the_interrupt_is_stopped_and_the_rest_is_graded(tm
         cell("stubborn()", "test_stubborn", 1),
         cell("assert double(2) == 4", "test_after", 1)])
     monkeypatch.setattr(course, "CELL_TIMEOUT_S", 3)
-    report = course.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="stubborn")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="stubborn")
     results = by_id(report)
     assert results["test_after"].points == 1
     assert results["test_stubborn"].points == 0
@@ -99,7 +99,7 @@ def test_deleted_duplicated_and_added_graded_cells_and_extra_notebooks(tmp_path)
                     cell("x = 1", "test_bonus", 50)]        # test_zero deleted, a copy, a bonus
     folder = hand_in(tmp_path / "in", theirs)
     hand_in(folder, nbformat.v4.new_notebook(), "scratch.ipynb")
-    report = course.grade("tiny", folder, root=root, student="structure")
+    report = autograde.grade("tiny", folder, root=root, student="structure")
     results = by_id(report)
     assert set(results) == {"test_double", "test_zero"} and report.max_points == 5
     assert results["test_double"].points == 2
@@ -119,7 +119,7 @@ def test_a_refused_cell_costs_only_the_tests_that_need_it_and_says_why(tmp_path)
         cell("assert triple(2) == 6", "test_triple", 1)])
     theirs = nbformat.from_dict(nb)
     theirs.cells[2].source = "import os\ndef triple(x):\n    return 3 * x"
-    report = course.grade("tiny", hand_in(tmp_path / "in", theirs), root=root, student="refused")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", theirs), root=root, student="refused")
     results = by_id(report)
     assert results["test_double"].points == 2
     # the import is left out; triple is still defined, so its test passes
@@ -127,7 +127,7 @@ def test_a_refused_cell_costs_only_the_tests_that_need_it_and_says_why(tmp_path)
     assert any("left out part of triple: line 1: `import os` is not allowed" in n for n in report.notes)
     syntax = nbformat.from_dict(nb)
     syntax.cells[2].source = "def triple(x)\n    return 3 * x"
-    report = course.grade("tiny", hand_in(tmp_path / "in2", syntax), root=root, student="syntax")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in2", syntax), root=root, student="syntax")
     reason = by_id(report)["test_triple"].reason
     assert reason.startswith("NameError") and "because triple failed earlier" in reason
     assert "SyntaxError" in reason
@@ -137,12 +137,12 @@ def test_a_regrade_forgets_what_the_gradebook_held(tmp_path):
     root = tmp_path / "course"
     nb = lesson(root, [cell("def double(x):\n    return 2 * x", "double"),
                        cell("assert double(21) == 42", "test_double", 2)])
-    course.grade("tiny", hand_in(tmp_path / "first", nb), root=root, student="ada")
+    autograde.grade("tiny", hand_in(tmp_path / "first", nb), root=root, student="ada")
     with sqlite3.connect(root / ".grading" / "gradebook.db") as db:   # as a cell could have
         db.execute("UPDATE grade SET manual_score = 99, extra_credit = 5")
     blank = nbformat.from_dict(nb)
     blank.cells[0].source = "def double(x):\n    raise NotImplementedError()"
-    report = course.grade("tiny", hand_in(tmp_path / "second", blank), root=root, student="ada")
+    report = autograde.grade("tiny", hand_in(tmp_path / "second", blank), root=root, student="ada")
     assert report.points == 0 and report.max_points == 2
     with sqlite3.connect(root / ".grading" / "gradebook.db") as db:
         assert db.execute("SELECT manual_score, extra_credit FROM grade").fetchall() == [(None, None)]

@@ -1,5 +1,6 @@
 """tilegym_edu.tune on the CPU: configurations, levels, pruning, racing on synthetic timings,
-the cache, compile failures and the progress bar. (tests/gpu/test_tune_gpu.py times real kernels.)"""
+the cache, compile failures and the progress bar. (tests/gpu/test_tune_gpu.py times real
+kernels.)"""
 import json
 import random
 from pathlib import Path
@@ -15,12 +16,7 @@ H200 = tune.Resources(shared_bytes=232448)  # what torch reports for an H200 (op
 PROBLEM = {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
-    tune._MEMORY.clear()
-    yield
-    tune._MEMORY.clear()
+pytestmark = pytest.mark.usefixtures("fresh_cache")   # every test: a tuning cache of its own
 
 
 def cfg(block, stages=3, warps=4):
@@ -87,7 +83,8 @@ def test_level_1_adds_the_small_list_without_duplicates():
 def test_level_2_adds_the_whole_grid():
     configs = SPACE.configs(2)
     assert configs[:3] == SPACE.configs(1)
-    assert len(configs) == len(set(configs)) == 4 * 2 * 2  # the three level-1 configs are in the grid too
+    # the three level-1 configs are in the grid too
+    assert len(configs) == len(set(configs)) == 4 * 2 * 2
     assert tune.Config(BLOCK=256, num_warps=8, num_stages=2) in configs
 
 
@@ -119,7 +116,8 @@ def test_matmul_prune_rejects_what_failed_to_compile_on_the_h200():
     # 128x256x64, 4 stages, unsplit epilogue: the compiler asked for 262,176 bytes of 232,448
     failed = tune.Config(**{**pipelined.PERSISTENT_DEFAULT, "EPILOGUE_SPLIT": 1})
     assert "shared memory" in pipelined.matmul_prune(failed, PROBLEM, H200)
-    assert pipelined.matmul_prune(tune.Config(**pipelined.PERSISTENT_DEFAULT), PROBLEM, H200) is None
+    persistent = tune.Config(**pipelined.PERSISTENT_DEFAULT)
+    assert pipelined.matmul_prune(persistent, PROBLEM, H200) is None
     too_many_registers = tune.Config(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, num_warps=4,
                                      num_stages=2)
     assert "registers" in pipelined.matmul_prune(too_many_registers, PROBLEM, H200)
@@ -167,7 +165,8 @@ def test_race_stops_as_soon_as_one_candidate_is_left():
     fast, slow = cfg(64), cfg(32)
     gpu = SyntheticGPU({fast: 1.0, slow: 2.0})
     rounds = []
-    winner, _ = tune.race([fast, slow], gpu, max_rounds=4, on_round=lambda r, alive: rounds.append((r, alive)))
+    winner, _ = tune.race([fast, slow], gpu, max_rounds=4,
+                          on_round=lambda r, alive: rounds.append((r, alive)))
     assert winner == fast and gpu.calls == 1 and rounds == [(1, 1)]
 
 
@@ -242,7 +241,8 @@ def test_configs_that_fail_to_compile_are_recorded_not_fatal():
     result = tune.autotune(kernel_a, PROBLEM, SPACE, launch, measure=gpu, progress=False)
     status = {t.config: t.status for t in result.trials}
     assert result.config == cfg(64)
-    assert status[cfg(128)] == "failed: RuntimeError: out of resource: shared memory, Required: 262176"
+    assert status[cfg(128)] == ("failed: RuntimeError: out of resource: shared memory, "
+                                "Required: 262176")
     assert "failed: RuntimeError" in result.table()
 
 
@@ -311,7 +311,8 @@ def test_persistent_refuses_rows_tma_cannot_address():
 @pytest.mark.parametrize("shared_kib, dtype", [(227, "float32"), (99, "float16"), (99, "float32"),
                                                (64, "float16"), (64, "float32")])
 def test_level_1_keeps_a_pipelined_config_on_smaller_gpus_and_in_float32(shared_kib, dtype):
-    kept, _ = pipelined.PIPELINED_SPACE.candidates(1, {"dtype": dtype}, tune.Resources(shared_kib * 1024))
+    kept, _ = pipelined.PIPELINED_SPACE.candidates(1, {"dtype": dtype},
+                                                   tune.Resources(shared_kib * 1024))
     assert kept
 
 
@@ -354,7 +355,8 @@ def test_inside_a_correctness_check_nothing_is_tuned_or_stored():
     tuned = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu, progress=False)
     assert not tuned.from_cache and tuned.config == cfg(128)    # nothing was stored
     with tune.defaults_only():                                  # a tuned problem keeps its winner
-        assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu).config == cfg(128)
+        kept = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, measure=gpu)
+        assert kept.config == cfg(128)
 
 
 def test_inside_a_correctness_check_a_default_that_cannot_fit_gives_way():

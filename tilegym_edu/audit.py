@@ -103,6 +103,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
     # the course's reference kernels and its grading machinery
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
+    "tilegym_edu.build", "tilegym_edu.autograde", "tilegym_edu.grade_report",
     "tilegym_edu.classroom", "tilegym_edu.audit", "tilegym_edu.sandbox",
     "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",

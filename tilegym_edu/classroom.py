@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from tilegym_edu import course
+from tilegym_edu import autograde, course, grade_report
 
 #: student ids become folder names and gradebook keys: letters, digits, '_', '-' and '.'
 STUDENT_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -30,7 +30,7 @@ class ClassResult:
     """One student's outcome: a GradeReport, or the error that stopped grading."""
 
     student: str
-    report: course.GradeReport | None = None
+    report: grade_report.GradeReport | None = None
     error: str = ""
 
 
@@ -56,8 +56,8 @@ def grade_class(lesson: str, folder: Path, root: Path | None = None,
             continue
         try:
             with _own_cache():
-                report = course.grade(lesson, folder / student, root=root, student=student,
-                                      sandboxed=sandboxed, hide=[folder])
+                report = autograde.grade(lesson, folder / student, root=root, student=student,
+                                         sandboxed=sandboxed, hide=[folder])
         except Exception as exc:  # noqa: BLE001 - one student's failure never stops the class
             results.append(ClassResult(student, error=str(exc).strip().splitlines()[0]
                                        if str(exc).strip() else type(exc).__name__))
@@ -93,10 +93,12 @@ def write_csv(results: list[ClassResult], path: Path) -> None:
         writer.writerow(["student", "points", "max_points", *exercises, "problems"])
         for r in results:
             if r.report is None:
-                writer.writerow([r.student, 0, "", *[""] * len(exercises), f"not graded: {r.error}"])
+                writer.writerow([r.student, 0, "", *[""] * len(exercises),
+                                 f"not graded: {r.error}"])
                 continue
             by_name = {e.exercise: e for e in r.report.exercises}
-            problems = "; ".join(f"{e.exercise}: {e.status}" + (f" ({e.reason})" if e.reason else "")
+            problems = "; ".join(f"{e.exercise}: {e.status}"
+                                 + (f" ({e.reason})" if e.reason else "")
                                  for e in r.report.exercises if e.status != "passed")
             writer.writerow([r.student, f"{r.report.points:g}", f"{r.report.max_points:g}",
                              *[f"{by_name[x].points:g}" if x in by_name else "" for x in exercises],

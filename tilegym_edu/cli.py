@@ -26,7 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import quote
 
-from tilegym_edu import course
+from tilegym_edu import autograde, build, course, grade_report
 
 VERSIONED_PACKAGES = ("torch", "triton", "numpy", "nbgrader", "jupyterlab")
 
@@ -108,7 +108,8 @@ def lab_environment(instructor: bool = False) -> dict[str, str]:
     changed in the user's or the environment's Jupyter settings)."""
     env = dict(os.environ)
     if not instructor:
-        paths = [str(LEARNER_CONFIG), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+        earlier = env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)
+        paths = [str(LEARNER_CONFIG), *filter(None, earlier)]
         env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
     return env
 
@@ -140,9 +141,9 @@ def _sandbox_wanted(args: argparse.Namespace, default: bool) -> bool:
 
 def grade(args: argparse.Namespace) -> int:
     folder = Path(args.submission) if args.submission else None
-    report = course.grade(args.lesson, folder, exercise=args.exercise,
-                          sandboxed=_sandbox_wanted(args, default=folder is not None))
-    print(course.report_json(report) if args.json else report.format_table())
+    report = autograde.grade(args.lesson, folder, exercise=args.exercise,
+                             sandboxed=_sandbox_wanted(args, default=folder is not None))
+    print(grade_report.report_json(report) if args.json else report.format_table())
     if args.profile and not args.json:      # the JSON holds every cell's time anyway
         print(report.format_profile())
     return 0 if report.points >= report.max_points else 1
@@ -163,9 +164,9 @@ def grade_class(args: argparse.Namespace) -> int:
 def generate(args: argparse.Namespace) -> int:
     if args.from_notebooks:
         paths = [p for lesson in args.lessons or course.lessons()
-                 for p in course.write_sources(lesson)]
+                 for p in build.write_sources(lesson)]
     else:
-        paths = course.generate(args.lessons or None)
+        paths = build.generate(args.lessons or None)
     for path in paths:
         print(f"wrote {path}")
     return 0

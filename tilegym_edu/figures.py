@@ -4,7 +4,7 @@ A graded check (``tilegym_edu.grading``) reports what it measured as it decides:
 and the threshold it needed, or the largest error of a correctness check and the tolerance. In
 a Jupyter kernel the figure is a display output with two forms: a line of text (what the
 notebook and the feedback HTML show) and a JSON form under :data:`MIME`, which
-:mod:`tilegym_edu.course` reads back from the autograded notebook for the grade table and
+:mod:`tilegym_edu.grade_report` reads back from the autograded notebook for the grade table and
 ``--json``. The points never depend on a figure: nbgrader scores a cell by whether it raised.
 
 Figure forms (``kind``):

@@ -58,7 +58,7 @@ _ALLOCATING_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty"
 
 _guard_depth = 0  # >0 while a graded call runs
 
-#: set by the grader in the environment of a grading kernel (tilegym_edu.course.grade)
+#: set by the grader in the environment of a grading kernel (tilegym_edu.autograde.grade)
 GRADING_ENV = "TILEGYM_GRADING"
 
 

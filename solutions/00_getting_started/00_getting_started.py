@@ -33,7 +33,7 @@
 # on a GPU and a small one in the interpreter.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
 
 import time
 
@@ -137,9 +137,9 @@ print(f"launch + synchronize:           {synchronized_ms:9.3f} ms")
 # `flush_l2=False` to see the difference on an input that fits in L2.
 #
 # `bench.compare` does everything else the course's timing rules ask for: warm-up, CUDA events
-# around each run, CUDA graphs for kernels under 20 µs, candidates interleaved run by run, the median
-# with its 20th-80th percentile spread, and the SM clock it saw. In interpreter mode it times the
-# CPU interpreter and says so.
+# around each run, CUDA graphs for kernels under 20 µs, candidates interleaved run by run, the
+# median with its 20th-80th percentile spread, and the SM clock it saw. In interpreter mode it times
+# the CPU interpreter and says so.
 
 # %% id="cell-10" tags=["demo"]
 n_small = device.size(gpu=2**20, cpu=4096)             # 3 x 4 MiB on a GPU: fits in L2
@@ -176,10 +176,10 @@ print(f"source: {spec.source}")
 # %% [markdown] id="cell-13"
 # ## 4. The roofline
 #
-# A kernel that does $F$ floating-point operations while moving $B$ bytes has *arithmetic
-# intensity* $I = F/B$. It cannot run faster than $\min(P,\ I \cdot W)$ TFLOP/s, where $P$ is the peak
-# arithmetic rate and $W$ the memory bandwidth. Vector addition does 1 FLOP per element and moves
-# 12 bytes per element in float32 (two loads, one store), so $I = 1/12$: it sits far left, under the
+# A kernel that does $F$ floating-point operations while moving $B$ bytes has *arithmetic intensity*
+# $I = F/B$. It cannot run faster than $\min(P,\ I \cdot W)$ TFLOP/s, where $P$ is the peak
+# arithmetic rate and $W$ the memory bandwidth. Vector addition does 1 FLOP per element and moves 12
+# bytes per element in float32 (two loads, one store), so $I = 1/12$: it sits far left, under the
 # sloped memory roof. No amount of clever code makes it compute-bound; the best it can do is move
 # its bytes at full bandwidth. On a GPU the point shows where your measurement landed; in
 # interpreter mode it is drawn hollow at the roof (the best the kernel could do).
@@ -192,10 +192,10 @@ roofline.plot_roofline([vector_add]);
 # %% [markdown] id="cell-15"
 # ## Exercise 1 (4 points): a fused SiLU-and-multiply kernel
 #
-# Llama-style MLPs compute $\mathrm{silu}(x) \cdot y$ where $\mathrm{silu}(x) = x \cdot \sigma(x)$ and
-# $\sigma(x) = 1/(1+e^{-x})$. In PyTorch that is `F.silu(x) * y`: two kernels, and the intermediate
-# `silu(x)` makes a round trip through memory. One fused kernel reads `x` and `y` once and writes
-# the result once.
+# Llama-style MLPs compute $\mathrm{silu}(x) \cdot y$ where $\mathrm{silu}(x) = x \cdot \sigma(x)$
+# and $\sigma(x) = 1/(1+e^{-x})$. In PyTorch that is `F.silu(x) * y`: two kernels, and the
+# intermediate `silu(x)` makes a round trip through memory. One fused kernel reads `x` and `y` once
+# and writes the result once.
 #
 # Write `silu_mul_kernel` and its wrapper `silu_mul(x, y)`:
 #
@@ -309,8 +309,10 @@ assert fused_bytes(1000, 4) == 12_000, f"fused_bytes(1000, 4) = {fused_bytes(100
 assert eager_bytes(1000, 4) == 20_000, f"eager_bytes(1000, 4) = {eager_bytes(1000, 4)}"
 ### BEGIN HIDDEN TESTS
 for n, size in [(1, 2), (12_345, 2), (2**26, 4)]:
-    assert fused_bytes(n, size) == 3 * n * size, f"fused_bytes({n}, {size}) = {fused_bytes(n, size)}"
-    assert eager_bytes(n, size) == 5 * n * size, f"eager_bytes({n}, {size}) = {eager_bytes(n, size)}"
+    assert fused_bytes(n, size) == 3 * n * size, (
+        f"fused_bytes({n}, {size}) = {fused_bytes(n, size)}")
+    assert eager_bytes(n, size) == 5 * n * size, (
+        f"eager_bytes({n}, {size}) = {eager_bytes(n, size)}")
 ### END HIDDEN TESTS
 print("byte counts correct")
 

@@ -3,43 +3,48 @@
 # %% [markdown] id="cell-00"
 # # Lesson 03: Software pipelining — hiding latency, autotuning, persistent kernels
 #
-# Lesson 02's tiled kernel cut the bytes a matmul asks for by the size of its tiles and put the arithmetic
-# on the tensor cores. What is left is *time*. Each step of its $K$ loop loads two tiles and multiplies
-# them, and written that way the two never overlap: the tensor cores wait while a tile travels from
-# memory, and the memory system waits while they multiply. This lesson overlaps them, and then learns to
-# pick, for each GPU and each shape, the configuration that overlaps them best:
+# Lesson 02's tiled kernel cut the bytes a matmul asks for by the size of its tiles and put the
+# arithmetic on the tensor cores. What is left is *time*. Each step of its $K$ loop loads two tiles
+# and multiplies them, and written that way the two never overlap: the tensor cores wait while a
+# tile travels from memory, and the memory system waits while they multiply. This lesson overlaps
+# them, and then learns to pick, for each GPU and each shape, the configuration that overlaps them
+# best:
 #
-# 1. **A timing model of the $K$ loop.** You simulate a loop with $S$ tile buffers and find out how many
-#    stages hide a load's latency, and what the rest costs.
-# 2. **Pipelining in Triton**: `num_stages`, what the compiler emits for it, and the shared memory every
-#    stage costs.
+# 1. **A timing model of the $K$ loop.** You simulate a loop with $S$ tile buffers and find out how
+#    many stages hide a load's latency, and what the rest costs.
+# 2. **Pipelining in Triton**: `num_stages`, what the compiler emits for it, and the shared memory
+#    every stage costs.
 # 3. **Autotuning** with `tilegym_edu.tune`: search spaces at three levels, pruning what cannot fit,
 #    compile failures, racing candidates with early stopping, and a cache so a shape is tuned once.
-# 4. **Persistent kernels and the tensor memory accelerator (TMA)** on Hopper and later GPUs: one program
-#    per SM walking over tiles, loading them through tensor descriptors without a single mask.
+# 4. **Persistent kernels and the tensor memory accelerator (TMA)** on Hopper and later GPUs: one
+#    program per SM walking over tiles, loading them through tensor descriptors without a single
+#    mask.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
 # | 1. the pipeline timing model | 3 | everywhere |
 # | 2. the shared memory a configuration needs | 2 | everywhere |
 # | 3. the pipelined, autotuned matmul: correct | 4 | everywhere |
-# | 3. its speed: over the same kernel unpipelined, and against cuBLAS | 2 + 2 | on a GPU (without one: *needs GPU*) |
-# | 4. the persistent tensor-descriptor matmul: correct | 3 | in the interpreter, or on a GPU of compute capability 9.0+ |
-# | 4. its speed against cuBLAS | 2 | on a GPU of compute capability 9.0+ |
+# | 3. its speed: over the same kernel unpipelined, and against cuBLAS | 2 + 2 | GPU only |
+# | 4. the persistent tensor-descriptor matmul: correct | 3 | interpreter, or GPU of CC 9.0+ |
+# | 4. its speed against cuBLAS | 2 | GPU of CC 9.0+ |
 #
-# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 03_software_pipelining`
-# (or `make grade LESSON=03_software_pipelining`), which grades a copy of this notebook and never changes it.
+# **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
+# Cells marked *Exercise* are graded by `tilegym-edu grade 03_software_pipelining` (or
+# `make grade LESSON=03_software_pipelining`), which grades a copy of this notebook and never
+# changes it.
 
 # %% [markdown] id="cell-01"
 # ## Setup
 #
-# `import tilegym_edu` comes first, as always: it decides whether kernels run on your GPU or in Triton's
-# CPU interpreter. Besides the helpers you know, this lesson imports `tune`, the course's autotuner, the
-# kernels of lessons 01 and 02 (the rungs of this lesson's ladder) and the course's reference solution of
-# this lesson, `reference`, which sections 3 to 5 take apart before you write your own.
+# `import tilegym_edu` comes first, as always: it decides whether kernels run on your GPU or in
+# Triton's CPU interpreter. Besides the helpers you know, this lesson imports `tune`, the course's
+# autotuner, the kernels of lessons 01 and 02 (the rungs of this lesson's ladder) and the course's
+# reference solution of this lesson, `reference`, which sections 3 to 5 take apart before you write
+# your own.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
 
 import re
 import time
@@ -50,9 +55,13 @@ import triton
 import triton.language as tl
 
 from tilegym_edu import bench, check, device, grading, roofline, tune
-from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul     # lessons 01 and 02: the baselines
-from tilegym_edu.reference import pipelined as reference                # this lesson's reference solution
-from tilegym_edu.reference.pipelined import persistent_grid_size, tma_problem   # helpers for Exercise 4
+# lessons 01 and 02: the baselines
+from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
+# this lesson's reference solution
+from tilegym_edu.reference import pipelined as reference
+# helpers for Exercise 4
+from tilegym_edu.reference.pipelined import persistent_grid_size, tma_problem
+from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 
 print(device.banner())
 DEVICE = device.DEVICE
@@ -66,56 +75,58 @@ SMS = device.info().sm_count if device.ON_GPU else spec.sm_count
 # On an H200 lesson 02's tiled kernel reached 0.78x the speed of cuBLAS at 4096³ in fp16
 # (docs/results/h200.md). It had help it never asked for. Triton compiles every kernel with a set of
 # options, and one of them, `num_stages`, defaults to 3 on NVIDIA GPUs: the compiler already
-# *software-pipelined* lesson 02's $K$ loop, keeping the loads of the next tiles in flight while `tl.dot`
-# worked on the current ones. Here are the defaults of the Triton you have installed, read from its
-# NVIDIA back end:
+# *software-pipelined* lesson 02's $K$ loop, keeping the loads of the next tiles in flight while
+# `tl.dot` worked on the current ones. Here are the defaults of the Triton you have installed, read
+# from its NVIDIA back end:
 
 # %% id="cell-04"
-from triton.backends.nvidia.compiler import CUDAOptions   # the options Triton compiles NVIDIA kernels with
+# the options Triton compiles NVIDIA kernels with
+from triton.backends.nvidia.compiler import CUDAOptions
 
-print(f"triton {triton.__version__}: num_stages = {CUDAOptions.num_stages}, num_warps = {CUDAOptions.num_warps}, "
-      "unless a launch says otherwise")
+print(f"triton {triton.__version__}: num_stages = {CUDAOptions.num_stages}, "
+      f"num_warps = {CUDAOptions.num_warps}, unless a launch says otherwise")
 
 # %% [markdown] id="cell-05"
-# What those stages are worth shows when you take them away. This lesson's reference kernel (section 3:
-# lesson 02's kernel with two small changes), with 128 × 128 × 64 tiles and 8 warps, at 4096³ in fp16,
-# timed interleaved with cuBLAS in one run on an H200 (docs/results/h200.md):
+# What those stages are worth shows when you take them away. This lesson's reference kernel (section
+# 3: lesson 02's kernel with two small changes), with 128 × 128 × 64 tiles and 8 warps, at 4096³ in
+# fp16, timed interleaved with cuBLAS in one run on an H200 (docs/results/h200.md):
 #
 # | `num_stages` | 1 | 2 | 3 | 4 | cuBLAS |
 # | --- | --- | --- | --- | --- | --- |
 # | TFLOP/s | 326 | 456 | 617 | 604 | 674 |
 # | fraction of cuBLAS | 0.48 | 0.68 | 0.92 | 0.90 | 1 |
 #
-# Without pipelining the same tiles run at half of cuBLAS; three stages take them to 0.92, and a fourth
-# buys nothing. (The SM clock read 1590 MHz after that run, below the H200's 1980 MHz maximum: under
-# sustained load the GPU clocks down, so absolute rates differ between runs and only rates measured
-# together are compared. An earlier run, with a tiled kernel and the same tiles, measured 353 and 544
-# TFLOP/s for one and three stages: 1.54x, docs/results/h200.md.) This lesson explains those numbers,
-# and then climbs past them.
+# Without pipelining the same tiles run at half of cuBLAS; three stages take them to 0.92, and a
+# fourth buys nothing. (The SM clock read 1590 MHz after that run, below the H200's 1980 MHz
+# maximum: under sustained load the GPU clocks down, so absolute rates differ between runs and only
+# rates measured together are compared. An earlier run, with a tiled kernel and the same tiles,
+# measured 353 and 544 TFLOP/s for one and three stages: 1.54x, docs/results/h200.md.) This lesson
+# explains those numbers, and then climbs past them.
 #
 # ## 2. Why the tiled kernel waits
 #
-# Follow one program of the tiled kernel in time. Each step of its $K$ loop loads the next tile of $A$ and
-# of $B$ and waits for them to arrive; call that the **latency** $L$ (the tiles travel from DRAM or the L2
-# cache across the chip into the SM). Then `tl.dot` multiplies them, taking **compute time** $C$. Load,
-# wait, compute, load, wait, compute: each step costs $L + C$, and the tensor cores are busy only
-# $C / (L + C)$ of the time.
+# Follow one program of the tiled kernel in time. Each step of its $K$ loop loads the next tile of
+# $A$ and of $B$ and waits for them to arrive; call that the **latency** $L$ (the tiles travel from
+# DRAM or the L2 cache across the chip into the SM). Then `tl.dot` multiplies them, taking **compute
+# time** $C$. Load, wait, compute, load, wait, compute: each step costs $L + C$, and the tensor
+# cores are busy only $C / (L + C)$ of the time.
 #
-# The cure is as old as pipelined CPUs: issue the load of tile $j + 1$, and $j + 2$, before tile $j$ is
-# multiplied, so the next tiles are already there when the tensor cores want them. Tiles in flight need
-# somewhere to land: a **buffer** each, in shared memory. With $S$ buffers a program can run up to
-# $S - 1$ loads ahead of the tile it is multiplying, and a buffer can take a new tile only once the tile
-# in it has been consumed. That is **software pipelining**, and $S$ is what Triton calls `num_stages`.
+# The cure is as old as pipelined CPUs: issue the load of tile $j + 1$, and $j + 2$, before tile $j$
+# is multiplied, so the next tiles are already there when the tensor cores want them. Tiles in
+# flight need somewhere to land: a **buffer** each, in shared memory. With $S$ buffers a program can
+# run up to $S - 1$ loads ahead of the tile it is multiplying, and a buffer can take a new tile only
+# once the tile in it has been consumed. That is **software pipelining**, and $S$ is what Triton
+# calls `num_stages`.
 #
 # How much does it buy, and how many stages are enough? A small model answers both.
 #
 # ## Exercise 1 (3 points): the pipeline timing model
 #
-# A program processes tiles $j = 0, 1, \ldots, T - 1$ in order, with $S \ge 1$ buffers. Times are real
-# numbers; everything starts at time 0. The rules:
+# A program processes tiles $j = 0, 1, \ldots, T - 1$ in order, with $S \ge 1$ buffers. Times are
+# real numbers; everything starts at time 0. The rules:
 #
-# 1. **Load of tile $j$** is issued at time 0 if $j < S$; otherwise when the compute of tile $j - S$ has
-#    finished (tile $j$ lands in the buffer tile $j - S$ used). It takes $L$.
+# 1. **Load of tile $j$** is issued at time 0 if $j < S$; otherwise when the compute of tile $j - S$
+#    has finished (tile $j$ lands in the buffer tile $j - S$ used). It takes $L$.
 # 2. **Compute of tile $j$** starts when the load of tile $j$ has finished *and* the compute of tile
 #    $j - 1$ has finished (for tile 0, only the first). It takes $C$.
 # 3. Nothing else limits loads: any number of them can be in flight at once. (The model is about
@@ -126,11 +137,13 @@ print(f"triton {triton.__version__}: num_stages = {CUDAOptions.num_stages}, num_
 # $T = 0$), and `pipeline_time(T, S, L, C)`, the time the last compute ends (0 for $T = 0$).
 #
 # Two checks you can do by hand: with $S = 1$ nothing overlaps, and the loop takes $T (L + C)$; with
-# $S \ge T$ every load starts at once, and it takes $L + T C$. The grader checks many cases against the
-# rules, some you do not see ($T = 0$, $T = 1$, $S > T$, $L = 0$, $C = 0$, fractions), to $10^{-9}$.
+# $S \ge T$ every load starts at once, and it takes $L + T C$. The grader checks many cases against
+# the rules, some you do not see ($T = 0$, $T = 1$, $S > T$, $L = 0$, $C = 0$, fractions), to
+# $10^{-9}$.
 
 # %% id="cell-06" nbgrader={"grade": false, "grade_id": "pipeline_model_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def pipeline_schedule(T: int, S: int, L: float, C: float) -> list[tuple[float, float, float, float]]:
+def pipeline_schedule(T: int, S: int, L: float,
+                      C: float) -> list[tuple[float, float, float, float]]:
     """(load_start, load_end, compute_start, compute_end) of tiles 0 .. T-1 of a loop with S
     buffers, loads of latency L and computes of duration C, under the rules above."""
     ### BEGIN SOLUTION
@@ -154,15 +167,18 @@ def pipeline_time(T: int, S: int, L: float, C: float) -> float:
 # Exercise 1: pipeline_schedule and pipeline_time follow the rules of the model.
 def expect_schedule(T, S, L, C, want):
     got = pipeline_schedule(T, S, L, C)
-    assert len(got) == len(want), f"pipeline_schedule(T={T}, S={S}, L={L}, C={C}) returned {len(got)} tiles, expected {T}"
+    assert len(got) == len(want), (f"pipeline_schedule(T={T}, S={S}, L={L}, C={C}) returned "
+                                   f"{len(got)} tiles, expected {T}")
     for j, (g, w) in enumerate(zip(got, want)):
         assert len(g) == 4 and all(abs(x - y) <= 1e-9 for x, y in zip(g, w)), \
-            f"pipeline_schedule(T={T}, S={S}, L={L}, C={C}): tile {j} is {tuple(g)}, the rules give {tuple(w)}"
+            (f"pipeline_schedule(T={T}, S={S}, L={L}, C={C}): tile {j} is {tuple(g)}, "
+             f"the rules give {tuple(w)}")
 
 
 def expect_time(T, S, L, C, want):
     got = pipeline_time(T, S, L, C)
-    assert abs(got - want) <= 1e-9, f"pipeline_time(T={T}, S={S}, L={L}, C={C}) = {got}, the rules give {want}"
+    assert abs(got - want) <= 1e-9, (f"pipeline_time(T={T}, S={S}, L={L}, C={C}) = {got}, "
+                                     f"the rules give {want}")
 
 
 expect_schedule(4, 2, 3, 1, [(0, 3, 3, 4), (0, 3, 4, 5), (4, 7, 7, 8), (5, 8, 8, 9)])
@@ -198,17 +214,20 @@ print("pipeline_schedule and pipeline_time follow the rules")
 T, L, C = 8, 3.0, 1.0
 fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
 for ax, S in zip(axes, (1, 2, 3, 4)):
-    for j, (load_start, load_end, compute_start, compute_end) in enumerate(pipeline_schedule(T, S, L, C)):
-        ax.broken_barh([(load_start, load_end - load_start)], (j - 0.4, 0.35), color="tab:blue", alpha=0.45)
-        ax.broken_barh([(compute_start, compute_end - compute_start)], (j + 0.05, 0.35), color="tab:orange")
+    schedule = pipeline_schedule(T, S, L, C)
+    for j, (load_start, load_end, compute_start, compute_end) in enumerate(schedule):
+        ax.broken_barh([(load_start, load_end - load_start)], (j - 0.4, 0.35),
+                       color="tab:blue", alpha=0.45)
+        ax.broken_barh([(compute_start, compute_end - compute_start)], (j + 0.05, 0.35),
+                       color="tab:orange")
     ax.set_title(f"S = {S}: the last compute ends at {pipeline_time(T, S, L, C):g}")
     ax.set_yticks(range(T))
     ax.set_ylabel("tile")
     ax.invert_yaxis()
     ax.grid(True, axis="x", alpha=0.3)
 axes[0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color="tab:blue", alpha=0.45),
-                        plt.Rectangle((0, 0), 1, 1, color="tab:orange")], labels=["load", "compute"],
-               loc="upper right")
+                        plt.Rectangle((0, 0), 1, 1, color="tab:orange")],
+               labels=["load", "compute"], loc="upper right")
 axes[-1].set_xlabel(f"time (L = {L:g}, C = {C:g})")
 fig.tight_layout()
 plt.show()
@@ -216,16 +235,16 @@ print(f"S = 1 takes T (L + C) = {T * (L + C):g}; the tensor cores alone need T C
       f"and the first tile cannot start before L: no schedule beats L + T C = {L + T * C:g}")
 
 # %% [markdown] id="cell-10"
-# With one buffer the loads and computes alternate. A second buffer lets the load of the next tile run
-# during the current compute, and the time nearly halves. With three the chart settles into a rhythm,
-# but the compute row still has gaps; with four it has none, and the loop ends at $L + TC$, the best any
-# schedule can do.
+# With one buffer the loads and computes alternate. A second buffer lets the load of the next tile
+# run during the current compute, and the time nearly halves. With three the chart settles into a
+# rhythm, but the compute row still has gaps; with four it has none, and the loop ends at $L + TC$,
+# the best any schedule can do.
 #
-# **The steady state.** Follow one buffer. The compute of tile $j - S$ frees it; then tile $j$ must be
-# loaded ($L$) and computed ($C$) before the buffer is free again for tile $j + S$. So each buffer
-# carries at most one tile per $L + C$, and $S$ buffers at most $S$ tiles per $L + C$. And the tensor
-# cores take $C$ per tile whatever the loads do. Once the loop has run for a while, a tile therefore
-# costs
+# **The steady state.** Follow one buffer. The compute of tile $j - S$ frees it; then tile $j$ must
+# be loaded ($L$) and computed ($C$) before the buffer is free again for tile $j + S$. So each
+# buffer carries at most one tile per $L + C$, and $S$ buffers at most $S$ tiles per $L + C$. And
+# the tensor cores take $C$ per tile whatever the loads do. Once the loop has run for a while, a
+# tile therefore costs
 #
 # $$\max\!\Big(C,\ \frac{L + C}{S}\Big),$$
 #
@@ -243,32 +262,34 @@ print(f"L = {L:g}, C = {C:g}: S >= (L + C) / C = {(L + C) / C:g} stages hide the
 print(f"{'S':>3}  {'time per tile, your schedule':>29}  {'max(C, (L + C) / S)':>20}")
 for S in range(1, 7):
     schedule = pipeline_schedule(400, S, L, C)
-    per_tile = (schedule[399][3] - schedule[339][3]) / 60     # 60 tiles: a whole number of periods for S <= 6
+    # over 60 tiles: a whole number of periods for S <= 6
+    per_tile = (schedule[399][3] - schedule[339][3]) / 60
     print(f"{S:>3}  {per_tile:>29.4f}  {max(C, (L + C) / S):>20.4f}")
 
 # %% [markdown] id="cell-12"
-# Read the H200 measurements of section 1 with the model. One stage to two gave 1.40x and one to three
-# 1.89x; a fourth gave nothing. In the model's terms, by three stages the loads were hidden and the tensor
-# cores set the pace. Unlike the model, the fourth stage even cost a little (617 to 604 TFLOP/s): a stage
-# is not free, it is a buffer in shared memory (section 4), and a program that takes more shared memory
-# leaves room for fewer programs on the same SM. The model leaves out such things: a real SM runs
-# several programs (and many warps) at once, which hide some of each other's waits, and loads share the
-# memory system's bandwidth. Its lesson stands: **the stages needed grow with the ratio of latency to
-# compute per step**, and that ratio depends on the GPU, the tile sizes and the problem. So the number of
-# stages is not derived: it is measured, which is what autotuning (section 5) is for.
+# Read the H200 measurements of section 1 with the model. One stage to two gave 1.40x and one to
+# three 1.89x; a fourth gave nothing. In the model's terms, by three stages the loads were hidden
+# and the tensor cores set the pace. Unlike the model, the fourth stage even cost a little (617 to
+# 604 TFLOP/s): a stage is not free, it is a buffer in shared memory (section 4), and a program that
+# takes more shared memory leaves room for fewer programs on the same SM. The model leaves out such
+# things: a real SM runs several programs (and many warps) at once, which hide some of each other's
+# waits, and loads share the memory system's bandwidth. Its lesson stands: **the stages needed grow
+# with the ratio of latency to compute per step**, and that ratio depends on the GPU, the tile sizes
+# and the problem. So the number of stages is not derived: it is measured, which is what autotuning
+# (section 5) is for.
 #
 # ## 3. Pipelining in Triton
 #
-# You do not write the pipeline yourself. Triton's compiler rewrites the loop: a *prologue* issues the
-# first $S - 1$ loads, the loop body issues the load for a later step before it computes on the current
-# one, and the buffers rotate. You choose $S$:
+# You do not write the pipeline yourself. Triton's compiler rewrites the loop: a *prologue* issues
+# the first $S - 1$ loads, the loop body issues the load for a later step before it computes on the
+# current one, and the buffers rotate. You choose $S$:
 #
-# * **`num_stages=S` as a launch option**, `kernel[grid](..., num_stages=3)`, applies to every loop of
-#   the kernel; per the docstring of `tl.range` in your Triton it pipelines the loads that feed a
+# * **`num_stages=S` as a launch option**, `kernel[grid](..., num_stages=3)`, applies to every loop
+#   of the kernel; per the docstring of `tl.range` in your Triton it pipelines the loads that feed a
 #   `tl.dot`.
-# * **`tl.range(start, end, num_stages=S)`** in place of `range` sets it for one loop (and, per the same
-#   docstring, tries to pipeline most loads of that loop). `tl.range` takes other hints too, such as
-#   `flatten=True` (section 6). A plain `range` loop is pipelined with the launch option.
+# * **`tl.range(start, end, num_stages=S)`** in place of `range` sets it for one loop (and, per the
+#   same docstring, tries to pipeline most loads of that loop). `tl.range` takes other hints too,
+#   such as `flatten=True` (section 6). A plain `range` loop is pipelined with the launch option.
 #
 # Here is this lesson's reference kernel, which Exercise 3 asks you to write out:
 
@@ -278,41 +299,43 @@ print(tune.kernel_source(reference.pipelined_matmul_kernel))
 # %% [markdown] id="cell-14"
 # It is lesson 02's kernel with two changes:
 #
-# * **The $K$ loop is a `tl.range`** over the number of $K$ steps, `tl.cdiv(K, BLOCK_K)`; it is pipelined
-#   with the launch option's `num_stages`.
-# * **Rows and columns past the edge wrap around** (`% M`, `% N`) instead of being masked. A tile that
-#   hangs over the bottom edge of $C$ loads rows $0, 1, \ldots$ of $A$ again where rows $M, M+1, \ldots$
-#   would be: real addresses inside $A$, so those loads need no mask, and the rows of the result they
-#   produce are never stored (the store keeps its masks). Only the last $K$ step needs a mask, `offs_k <
-#   k_left`, with `other=0.0` so the columns past $K$ add zeros. Fewer masks mean less index arithmetic
-#   and fewer predicated loads in the loop the compiler must pipeline; Triton's own matmul tutorial does
-#   the same.
+# * **The $K$ loop is a `tl.range`** over the number of $K$ steps, `tl.cdiv(K, BLOCK_K)`; it is
+#   pipelined with the launch option's `num_stages`.
+# * **Rows and columns past the edge wrap around** (`% M`, `% N`) instead of being masked. A tile
+#   that hangs over the bottom edge of $C$ loads rows $0, 1, \ldots$ of $A$ again where rows $M,
+#   M+1, \ldots$ would be: real addresses inside $A$, so those loads need no mask, and the rows of
+#   the result they produce are never stored (the store keeps its masks). Only the last $K$ step
+#   needs a mask, `offs_k < k_left`, with `other=0.0` so the columns past $K$ add zeros. Fewer masks
+#   mean less index arithmetic and fewer predicated loads in the loop the compiler must pipeline;
+#   Triton's own matmul tutorial does the same.
 #
-# **What the compiler emits.** A compiled kernel carries its *metadata* (the shared memory it allocated,
-# in bytes, `compiled.metadata.shared`), its register use (`compiled.n_regs` per thread, and
-# `compiled.n_spills`, registers that did not fit and went to slow local memory) and every stage of its
-# code, among them the PTX, NVIDIA's virtual assembly, in `compiled.asm["ptx"]`. In Triton 3.x a launch
-# `kernel[grid](...)` returns that compiled kernel. The instructions that show what happened to the
-# loads and the products:
+# **What the compiler emits.** A compiled kernel carries its *metadata* (the shared memory it
+# allocated, in bytes, `compiled.metadata.shared`), its register use (`compiled.n_regs` per thread,
+# and `compiled.n_spills`, registers that did not fit and went to slow local memory) and every stage
+# of its code, among them the PTX, NVIDIA's virtual assembly, in `compiled.asm["ptx"]`. In Triton
+# 3.x a launch `kernel[grid](...)` returns that compiled kernel. The instructions that show what
+# happened to the loads and the products:
 #
 # | PTX | what it is |
 # | --- | --- |
-# | `cp.async.ca` / `cp.async.cg` | an asynchronous copy from global to shared memory (Ampere and later): the load runs while the thread goes on |
-# | `cp.async.bulk.tensor` | a copy of a whole tile by the tensor memory accelerator, TMA (Hopper and later; section 6) |
+# | `cp.async.ca` / `.cg` | an asynchronous copy, global to shared memory (Ampere on) |
+# | `cp.async.bulk.tensor` | a tile copied by the tensor memory accelerator, TMA (Hopper on) |
 # | `wgmma.mma_async` | a warpgroup's matrix product on Hopper's tensor cores |
 # | `mma.sync` | a warp's matrix product on the tensor cores of Ampere and earlier |
 # | `tcgen05.mma` | a matrix product on Blackwell's tensor cores |
 #
-# The cell below compiles the reference kernel with 1 to 4 stages on your GPU and counts them (the counts
-# are of instructions in the code, not of instructions executed).
+# The cell below compiles the reference kernel with 1 to 4 stages on your GPU and counts them (the
+# counts are of instructions in the code, not of instructions executed).
 
 # %% id="cell-15" tags=["demo"]
-PTX_MARKERS = {"cp.async": r"cp\.async\.c[ag]", "cp.async.bulk.tensor (TMA)": r"cp\.async\.bulk\.tensor",
+PTX_MARKERS = {"cp.async": r"cp\.async\.c[ag]",
+               "cp.async.bulk.tensor (TMA)": r"cp\.async\.bulk\.tensor",
                "wgmma.mma_async (Hopper)": r"wgmma\.mma_async", "mma.sync (Ampere)": r"mma\.sync",
                "tcgen05.mma (Blackwell)": r"tcgen05\.mma"}
-TILES = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8)   # the tiles of section 1
+TILES = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8)   # section 1's tiles
 
-# Measured on an H200 (docs/results/h200.md): the same kernel and tiles, fp16, as the compiler built them.
+# Measured on an H200 (docs/results/h200.md): the same kernel and tiles, fp16, as the compiler
+# built them.
 H200_COMPILED = {   # num_stages: (shared bytes, registers, spills, cp.async, TMA, wgmma, mma.sync)
     1: (32768, 128, 0, 0, 0, 4, 0), 2: (65536, 122, 0, 16, 0, 4, 0),
     3: (98304, 124, 0, 24, 0, 4, 0), 4: (131072, 128, 0, 32, 0, 4, 0)}
@@ -331,7 +354,8 @@ def print_facts(columns):
     says why that configuration has no facts."""
     print(f"{'num_stages':>28}" + "".join(f"{s:>10}" for s in columns))
     for i, name in enumerate(FACTS + list(PTX_MARKERS)):
-        cells = ["" if isinstance(v, str) else "-" if v[i] is None else f"{v[i]:,}" for v in columns.values()]
+        cells = ["" if isinstance(v, str) else "-" if v[i] is None else f"{v[i]:,}"
+                 for v in columns.values()]
         print(f"{name:>28}" + "".join(f"{cell:>10}" for cell in cells))
     for stages, v in columns.items():
         if isinstance(v, str):
@@ -346,30 +370,32 @@ if device.ON_GPU:
     for stages in (1, 2, 3, 4):
         try:
             compiled = reference.pipelined_matmul_kernel[(16,)](
-                a, b, c, 512, 512, 512, *a.stride(), *b.stride(), *c.stride(), **TILES, num_stages=stages)
+                a, b, c, 512, 512, 512, *a.stride(), *b.stride(), *c.stride(),
+                **TILES, num_stages=stages)
             columns[stages] = compiled_facts(compiled)
         except Exception as error:   # OutOfResources on GPUs with less shared memory
             columns[stages] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
-    print(f"this lesson's kernel, 128 x 128 x 64 tiles, 8 warps, fp16, on the {device.info().name}:")
+    print("this lesson's kernel, 128 x 128 x 64 tiles, 8 warps, fp16, "
+          f"on the {device.info().name}:")
     print_facts(columns)
 else:
-    print("Compiled code needs a GPU. On an H200 (docs/results/h200.md), this kernel with 128 x 128 x 64 tiles "
-          "and 8 warps, fp16:")
+    print("Compiled code needs a GPU. On an H200 (docs/results/h200.md), "
+          "this kernel with 128 x 128 x 64 tiles and 8 warps, fp16:")
     print_facts({stages: [*facts, None] for stages, facts in H200_COMPILED.items()})
 
 # %% [markdown] id="cell-16"
-# On an H200 the kernel with one stage contains no asynchronous copy at all: each step loads its tiles
-# with ordinary loads, waits, and multiplies. From two stages on the loads are `cp.async` copies straight
-# into shared memory, 8 per stage: 16, 24, 32. One stage's tiles, $(128 \cdot 64 + 64 \cdot 128) \cdot 2$
-# = 32 KiB, spread over 256 threads are 128 bytes a thread, eight 16-byte copies; $8S$ copies is what
-# you expect from a prologue that issues $S - 1$ steps' copies and a loop body that issues one more. (The
-# same rule, the bytes of one stage over 16 bytes times the threads, times $S$, gives the count of every
-# pipelined configuration of the H200 run.) The shared memory grows by exactly those 32 KiB per stage,
-# and the products are `wgmma` instructions whatever the stages. Registers barely move (122 to 128 per
-# thread), and none spill.
+# On an H200 the kernel with one stage contains no asynchronous copy at all: each step loads its
+# tiles with ordinary loads, waits, and multiplies. From two stages on the loads are `cp.async`
+# copies straight into shared memory, 8 per stage: 16, 24, 32. One stage's tiles, $(128 \cdot 64 +
+# 64 \cdot 128) \cdot 2$ = 32 KiB, spread over 256 threads are 128 bytes a thread, eight 16-byte
+# copies; $8S$ copies is what you expect from a prologue that issues $S - 1$ steps' copies and a
+# loop body that issues one more. (The same rule, the bytes of one stage over 16 bytes times the
+# threads, times $S$, gives the count of every pipelined configuration of the H200 run.) The shared
+# memory grows by exactly those 32 KiB per stage, and the products are `wgmma` instructions whatever
+# the stages. Registers barely move (122 to 128 per thread), and none spill.
 #
-# **Time it.** The same tiles with 1 to 5 stages on your GPU, at 4096³ in fp16, interleaved with cuBLAS
-# (configurations whose buffers do not fit your GPU's shared memory are left out):
+# **Time it.** The same tiles with 1 to 5 stages on your GPU, at 4096³ in fp16, interleaved with
+# cuBLAS (configurations whose buffers do not fit your GPU's shared memory are left out):
 
 # %% id="cell-17" tags=["demo"]
 if device.ON_GPU:
@@ -378,35 +404,38 @@ if device.ON_GPU:
     fns = {}
     for stages in (1, 2, 3, 4, 5):
         try:
-            reference.pipelined_matmul(a, b, **TILES, num_stages=stages)       # compiles, or says why not
-            fns[f"num_stages={stages}"] = lambda stages=stages: reference.pipelined_matmul(a, b, **TILES, num_stages=stages)
+            config = {**TILES, "num_stages": stages}
+            reference.pipelined_matmul(a, b, config)   # compiles, or says why not
+            fns[f"num_stages={stages}"] = (
+                lambda config=config: reference.pipelined_matmul(a, b, config))
         except Exception as error:
             print(f"num_stages={stages}: {type(error).__name__}: {str(error).splitlines()[0]}")
     fns["cuBLAS (torch.matmul)"] = lambda: torch.matmul(a, b)
     stages_results = bench.compare(fns, flops=2 * SIZE**3, bytes=3 * SIZE * SIZE * 2)
     bench.print_table(stages_results, baseline="num_stages=1")
 else:
-    print("Timing the stages needs a GPU: interpreter times say nothing about GPU speed. On an H200 "
-          "(docs/results/h200.md): 326, 456, 617 and 604 TFLOP/s for 1 to 4 stages, cuBLAS 674.")
+    print("Timing the stages needs a GPU: interpreter times say nothing about GPU speed. "
+          "On an H200 (docs/results/h200.md): "
+          "326, 456, 617 and 604 TFLOP/s for 1 to 4 stages, cuBLAS 674.")
 
 # %% [markdown] id="cell-18"
 # ## 4. What a stage costs: shared memory
 #
-# Every stage is a buffer holding one step's tiles: a $B_M \times B_K$ tile of $A$ and a $B_K \times B_N$
-# tile of $B$. A configuration with $S$ stages and elements of $e$ bytes therefore needs
+# Every stage is a buffer holding one step's tiles: a $B_M \times B_K$ tile of $A$ and a $B_K \times
+# B_N$ tile of $B$. A configuration with $S$ stages and elements of $e$ bytes therefore needs
 #
 # $$S \cdot (B_M B_K + B_K B_N) \cdot e \quad\text{bytes of shared memory,}$$
 #
-# and the SM has only so much: 232,448 bytes (227 KiB) per program on an H200, less on most other GPUs
-# (the CUDA programming guide lists 163 KiB for an A100 and 64 KiB for a T4). A configuration that needs
-# more does not compile. Deep pipelines and big tiles compete for the same bytes.
+# and the SM has only so much: 232,448 bytes (227 KiB) per program on an H200, less on most other
+# GPUs (the CUDA programming guide lists 163 KiB for an A100 and 64 KiB for a T4). A configuration
+# that needs more does not compile. Deep pipelines and big tiles compete for the same bytes.
 #
 # ## Exercise 2 (2 points): the shared memory a configuration needs
 #
-# Write `shared_memory_bytes(config, element_bytes)` for a configuration given as a mapping with keys
-# `BLOCK_M`, `BLOCK_N`, `BLOCK_K` and `num_stages` (and possibly others, which do not matter here): a
-# `tune.Config`, or a plain `dict`. The grader checks it against the bytes the compiler allocated on an
-# H200 for configurations it does not show you, and in fp32.
+# Write `shared_memory_bytes(config, element_bytes)` for a configuration given as a mapping with
+# keys `BLOCK_M`, `BLOCK_N`, `BLOCK_K` and `num_stages` (and possibly others, which do not matter
+# here): a `tune.Config`, or a plain `dict`. The grader checks it against the bytes the compiler
+# allocated on an H200 for configurations it does not show you, and in fp32.
 
 # %% id="cell-19" nbgrader={"grade": false, "grade_id": "shared_memory_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def shared_memory_bytes(config, element_bytes: int) -> int:
@@ -420,7 +449,8 @@ def shared_memory_bytes(config, element_bytes: int) -> int:
 # %% id="cell-20" nbgrader={"grade": true, "grade_id": "test_shared_memory_bytes", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2: shared_memory_bytes is what the compiler allocates for the pipelined kernel.
 def expect_bytes(bm, bn, bk, warps, stages, e, want, source):
-    config = tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    config = tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                         num_warps=warps, num_stages=stages)
     got = shared_memory_bytes(config, e)
     assert got == want, f"shared_memory_bytes({config}, {e}) = {got:,}; {source} {want:,}"
 
@@ -431,57 +461,64 @@ expect_bytes(64, 64, 32, 4, 2, 4, 32_768, "expected (fp32):")
 ### BEGIN HIDDEN TESTS
 for bm, bn, bk, warps, stages, want in [(128, 256, 32, 8, 5, 122_880), (64, 256, 32, 4, 4, 81_920),
                                         (128, 64, 64, 4, 4, 98_304), (256, 128, 64, 8, 3, 147_456),
-                                        (128, 256, 64, 8, 4, 196_608), (128, 128, 64, 8, 2, 65_536)]:
+                                        (128, 256, 64, 8, 4, 196_608),
+                                        (128, 128, 64, 8, 2, 65_536)]:
     expect_bytes(bm, bn, bk, warps, stages, 2, want, "the compiler allocated on an H200:")
 expect_bytes(32, 64, 16, 4, 4, 4, 24_576, "expected (fp32):")
 as_dict = {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_stages": 3}
-assert shared_memory_bytes(as_dict, 2) == 73_728, f"shared_memory_bytes({as_dict}, 2) = {shared_memory_bytes(as_dict, 2)}, expected 73,728"
+assert shared_memory_bytes(as_dict, 2) == 73_728, (
+    f"shared_memory_bytes({as_dict}, 2) = {shared_memory_bytes(as_dict, 2)}, expected 73,728")
 ### END HIDDEN TESTS
 print("shared_memory_bytes matches the compiler")
 
 # %% [markdown] id="cell-21"
-# Here is your formula next to what the compiler allocated for the H200 runs of docs/results/h200.md.
-# The second table is the persistent kernel of section 6, which also stages its output tile in shared
-# memory before storing it (all of it, or half with `EPILOGUE_SPLIT=2`): formula plus that buffer, against
-# the compiler.
+# Here is your formula next to what the compiler allocated for the H200 runs of
+# docs/results/h200.md. The second table is the persistent kernel of section 6, which also stages
+# its output tile in shared memory before storing it (all of it, or half with `EPILOGUE_SPLIT=2`):
+# formula plus that buffer, against the compiler.
 
 # %% id="cell-22"
-H200_SHARED = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) -> shared bytes the compiler allocated, fp16
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) -> shared bytes the compiler allocated, fp16
+H200_SHARED = [
     ((128, 128, 64, 8, 1), 32768), ((128, 128, 64, 8, 3), 98304), ((128, 128, 32, 4, 5), 81920),
     ((128, 256, 64, 8, 3), 147456), ((128, 256, 64, 8, 4), 196608), ((256, 128, 64, 8, 3), 147456),
     ((128, 256, 32, 8, 5), 122880), ((64, 256, 32, 4, 4), 81920), ((128, 64, 64, 4, 4), 98304)]
 H200_PERSISTENT_SHARED = [  # (..., EPILOGUE_SPLIT) -> bytes; None: failed to compile
-    ((128, 256, 64, 8, 3, 1), 213016), ((128, 256, 64, 8, 3, 2), 180248), ((128, 256, 64, 8, 4, 2), 229408),
-    ((128, 128, 64, 8, 4, 1), 163872), ((128, 128, 64, 8, 5, 2), 180264), ((128, 256, 32, 8, 6, 2), 180272),
+    ((128, 256, 64, 8, 3, 1), 213016), ((128, 256, 64, 8, 3, 2), 180248),
+    ((128, 256, 64, 8, 4, 2), 229408), ((128, 128, 64, 8, 4, 1), 163872),
+    ((128, 128, 64, 8, 5, 2), 180264), ((128, 256, 32, 8, 6, 2), 180272),
     ((128, 256, 64, 8, 4, 1), None)]
 
 
 def as_config(bm, bn, bk, warps, stages, **more):
-    return tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages, **more)
+    return tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                       num_warps=warps, num_stages=stages, **more)
 
 
 print(f"{'pipelined kernel, fp16':>28}  {'yours':>9}  {'H200 compiler':>13}")
 for (bm, bn, bk, warps, stages), compiler in H200_SHARED:
-    print(f"{f'{bm}x{bn}x{bk} w{warps} s{stages}':>28}  {shared_memory_bytes(as_config(bm, bn, bk, warps, stages), 2):>9,}"
-          f"  {compiler:>13,}")
-print(f"\n{'persistent kernel, fp16':>28}  {'yours + C tile':>14}  {'H200 compiler':>13}  difference")
+    yours = shared_memory_bytes(as_config(bm, bn, bk, warps, stages), 2)
+    print(f"{f'{bm}x{bn}x{bk} w{warps} s{stages}':>28}  {yours:>9,}  {compiler:>13,}")
+print(f"\n{'persistent kernel, fp16':>28}  {'yours + C tile':>14}  {'H200 compiler':>13}  "
+      "difference")
 for (bm, bn, bk, warps, stages, split), compiler in H200_PERSISTENT_SHARED:
     needed = shared_memory_bytes(as_config(bm, bn, bk, warps, stages), 2) + bm * (bn // split) * 2
     shown = f"{compiler:>13,}  {compiler - needed:>+10}" if compiler else f"{'failed':>13}"
     print(f"{f'{bm}x{bn}x{bk} w{warps} s{stages} split{split}':>28}  {needed:>14,}  {shown}")
 
 # %% [markdown] id="cell-23"
-# For the pipelined kernel the formula is the compiler's figure, byte for byte. For the persistent kernel
-# the compiler adds 8 bytes per stage, whatever the tiles: 8 bytes is the size of an `mbarrier`, the
-# object a TMA copy signals its arrival through, so by the look of it one per buffer.
+# For the pipelined kernel the formula is the compiler's figure, byte for byte. For the persistent
+# kernel the compiler adds 8 bytes per stage, whatever the tiles: 8 bytes is the size of an
+# `mbarrier`, the object a TMA copy signals its arrival through, so by the look of it one per
+# buffer.
 #
 # The last line is the failure the H200 run recorded: 128 × 256 × 64 tiles, 4 stages, and the whole
-# 128 × 256 output tile staged for the store (no split). The stages take $4 \cdot (128 \cdot 64 + 64 \cdot
-# 256) \cdot 2$ = 196,608 bytes, the output tile $128 \cdot 256 \cdot 2$ = 65,536 more, and the barriers
-# 32: 262,176 bytes. The compiler's message was `OutOfResources: out of resource: shared memory, Required:
-# 262176, Hardware limit: 232448`. The same tiles with the store split in halves need 229,408 bytes and
-# fit; with 3 stages and no split, 213,016 fit too. On a GPU with tensor descriptors, the cell below asks
-# your compiler:
+# 128 × 256 output tile staged for the store (no split). The stages take $4 \cdot (128 \cdot 64 + 64
+# \cdot 256) \cdot 2$ = 196,608 bytes, the output tile $128 \cdot 256 \cdot 2$ = 65,536 more, and
+# the barriers 32: 262,176 bytes. The compiler's message was `OutOfResources: out of resource:
+# shared memory, Required: 262176, Hardware limit: 232448`. The same tiles with the store split in
+# halves need 229,408 bytes and fit; with 3 stages and no split, 213,016 fit too. On a GPU with
+# tensor descriptors, the cell below asks your compiler:
 
 # %% id="cell-24" tags=["demo"]
 too_big = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, EPILOGUE_SPLIT=1, FLATTEN=True,
@@ -490,7 +527,7 @@ if device.ON_GPU and device.info().compute_capability >= (9, 0):
     a = torch.randn(512, 512, device=DEVICE, dtype=torch.float16)
     b = torch.randn(512, 512, device=DEVICE, dtype=torch.float16)
     try:
-        reference.persistent_matmul(a, b, **too_big)
+        reference.persistent_matmul(a, b, too_big)
         print("it compiled: this GPU offers more shared memory per program than an H200")
     except Exception as error:
         print(f"{type(error).__name__}: {error}")
@@ -499,59 +536,62 @@ else:
           "Required: 262176, Hardware limit: 232448.")
 
 # %% [markdown] id="cell-25"
-# A failed compile costs seconds, and an autotuner that compiles a hundred configurations to find out
-# which fit wastes minutes. So it *prunes* first, with arithmetic like yours. Shared memory is one rule.
-# The other is **registers**: the float32 accumulator, $B_M B_N$ values, lives in the registers of the
-# program's $32 \cdot$`num_warps` threads, and a thread has at most 255 registers for everything it holds.
-# The course's rule: at most 128 accumulator values per thread. 128 × 256 tiles with 8 warps sit exactly
-# at 128: on the H200 the pipelined kernel's 128 × 256 and 256 × 128 configurations with 8 warps used 172
-# to 220 registers per thread, none spilled. 256 × 256 tiles with 8 warps would need 256 for the
-# accumulator alone, more than a thread has.
+# A failed compile costs seconds, and an autotuner that compiles a hundred configurations to find
+# out which fit wastes minutes. So it *prunes* first, with arithmetic like yours. Shared memory is
+# one rule. The other is **registers**: the float32 accumulator, $B_M B_N$ values, lives in the
+# registers of the program's $32 \cdot$`num_warps` threads, and a thread has at most 255 registers
+# for everything it holds. The course's rule: at most 128 accumulator values per thread. 128 × 256
+# tiles with 8 warps sit exactly at 128: on the H200 the pipelined kernel's 128 × 256 and 256 × 128
+# configurations with 8 warps used 172 to 220 registers per thread, none spilled. 256 × 256 tiles
+# with 8 warps would need 256 for the accumulator alone, more than a thread has.
 #
 # ## 5. Autotuning: measure, don't guess
 #
-# Which tiles, how many warps, how many stages? The answer depends on the GPU (its shared memory, its
-# latency to compute ratio), on the shape (a short $K$ leaves little loop to pipeline; a small $M N$ leaves
-# SMs idle with big tiles) and on the dtype. So it is measured, per GPU and per shape. `tilegym_edu.tune`
-# does this the way production autotuners do:
+# Which tiles, how many warps, how many stages? The answer depends on the GPU (its shared memory,
+# its latency to compute ratio), on the shape (a short $K$ leaves little loop to pipeline; a small
+# $M N$ leaves SMs idle with big tiles) and on the dtype. So it is measured, per GPU and per shape.
+# `tilegym_edu.tune` does this the way production autotuners do:
 #
 # * **A search space at three levels.** `tune.SearchSpace(default=..., small=[...], grid={...},
 #   prune=..., cap=...)`. Level 0 is the hand-written default alone; level 1 adds a short list of
 #   configurations worth trying on any GPU (under a minute); level 2 adds every combination of the
 #   `grid`, keeping at most `cap` after pruning.
-# * **Pruning**: `prune(config, problem, resources)` returns why a configuration cannot run on this GPU,
-#   or `None`; `resources` is a `tune.Resources` with this GPU's shared memory per program.
+# * **Pruning**: `prune(config, problem, resources)` returns why a configuration cannot run on this
+#   GPU, or `None`; `resources` is a `tune.Resources` with this GPU's shared memory per program.
 # * **Compile failures recorded**: every surviving candidate is run once, which compiles it; one the
 #   compiler refuses (`OutOfResources`, for one) is recorded with its error, not fatal.
-# * **Racing with early stopping**: the survivors are timed interleaved, a few runs each, round after
-#   round. After each round a candidate whose *fastest* run is slower than the leader's *median* by more
-#   than 5% is dropped: even its luckiest run lost to the leader's typical one. The lowest median wins.
-# * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem, level and
-#   candidate list, in memory and on disk (`tune.cache_path()`): the second call for the same problem,
-#   even in a new process, is a lookup. Change the kernel and it tunes again.
+# * **Racing with early stopping**: the survivors are timed interleaved, a few runs each, round
+#   after round. After each round a candidate whose *fastest* run is slower than the leader's
+#   *median* by more than 5% is dropped: even its luckiest run lost to the leader's typical one. The
+#   lowest median wins.
+# * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem, level
+#   and candidate list, in memory and on disk (`tune.cache_path()`): the second call for the same
+#   problem, even in a new process, is a lookup. Change the kernel and it tunes again.
 # * **Clocks are read, never set**: the table reports the SM clock before and after the search.
-# * **A progress bar** while it works. In interpreter mode there is nothing to time: `autotune` returns
-#   the default configuration and says so.
+# * **A progress bar** while it works. In interpreter mode there is nothing to time: `autotune`
+#   returns the default configuration and says so.
 #
-# The course's search space for the pipelined kernel, `reference.PIPELINED_SPACE`, at each level, pruned
-# for a 4096³ fp16 problem on your GPU (or an H200 without one):
+# The course's search space for the pipelined kernel, `reference.PIPELINED_SPACE`, at each level,
+# pruned for a 4096³ fp16 problem on your GPU (or an H200 without one):
 
 # %% id="cell-26"
 problem = {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16"}
-resources = tune.Resources.of_gpu() or tune.Resources(shared_bytes=232_448)   # an H200's limit without a GPU
+# without a GPU, an H200's limit
+resources = tune.Resources.of_gpu() or tune.Resources(shared_bytes=232_448)
 print(f"shared memory per program: {resources.shared_bytes:,} bytes")
 for level in (0, 1, 2):
     kept, pruned = reference.PIPELINED_SPACE.candidates(level, problem, resources)
-    print(f"level {level} ({tune.LEVELS[level]}): {len(reference.PIPELINED_SPACE.configs(level))} configurations, "
+    print(f"level {level} ({tune.LEVELS[level]}): "
+          f"{len(reference.PIPELINED_SPACE.configs(level))} configurations, "
           f"{len(kept)} kept, {len(pruned)} pruned")
 for config, why in pruned[:4]:
     print(f"  pruned {config}: {why}")
 
 # %% [markdown] id="cell-27"
-# And a search: `tune.autotune(kernel, problem, space, launch, level=1)` calls `launch(config)` to run
-# the kernel once on the problem's inputs with a configuration, here writing into a preallocated output.
-# The first call searches (`cache=False` forces a search even if an earlier run stored a result); the
-# second finds the result in the cache:
+# And a search: `tune.autotune(kernel, problem, space, launch, level=1)` calls `launch(config)` to
+# run the kernel once on the problem's inputs with a configuration, here writing into a preallocated
+# output. The first call searches (`cache=False` forces a search even if an earlier run stored a
+# result); the second finds the result in the cache:
 
 # %% id="cell-28" tags=["demo"]
 M = N = K = SIZE
@@ -562,57 +602,62 @@ c = torch.empty(M, N, device=DEVICE, dtype=torch.float16)
 
 def launch(config):
     grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
-    reference.pipelined_matmul_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), **config)
+    reference.pipelined_matmul_kernel[grid](a, b, c, M, N, K,
+                                            *a.stride(), *b.stride(), *c.stride(), **config)
 
 
 problem = {"M": M, "N": N, "K": K, "dtype": "float16"}
 start = time.perf_counter()
-result = tune.autotune(reference.pipelined_matmul_kernel, problem, reference.PIPELINED_SPACE, launch,
-                       level=1, cache=False)
+result = tune.autotune(reference.pipelined_matmul_kernel, problem, reference.PIPELINED_SPACE,
+                       launch, level=1, cache=False)
 first = time.perf_counter() - start
 start = time.perf_counter()
-again = tune.autotune(reference.pipelined_matmul_kernel, problem, reference.PIPELINED_SPACE, launch, level=1)
+again = tune.autotune(reference.pipelined_matmul_kernel, problem, reference.PIPELINED_SPACE,
+                      launch, level=1)
 second = time.perf_counter() - start
 print(result.table())
 if device.ON_GPU:
-    print(f"\nfirst call (a search) {first:.1f} s; second call {second * 1e3:.2f} ms, from the cache: "
-          f"{again.from_cache}, same winner: {again.config == result.config}")
+    print(f"\nfirst call (a search) {first:.1f} s; second call {second * 1e3:.2f} ms, "
+          f"from the cache: {again.from_cache}, same winner: {again.config == result.config}")
 else:
-    print("\ninterpreter mode: both calls returned the default configuration at once, and nothing was cached")
+    print("\ninterpreter mode: both calls returned the default configuration at once, "
+          "and nothing was cached")
 
 # %% [markdown] id="cell-29"
-# Each line of the table is one candidate: its median time, how far it is from the best, how many runs it
-# got before racing stopped it, and what happened to it (the winner, raced to the end, dropped in round
-# *n*, pruned with the reason, or failed with the compiler's error). In interpreter mode the table has
-# only the default, and both calls return at once without caching anything.
+# Each line of the table is one candidate: its median time, how far it is from the best, how many
+# runs it got before racing stopped it, and what happened to it (the winner, raced to the end,
+# dropped in round *n*, pruned with the reason, or failed with the compiler's error). In interpreter
+# mode the table has only the default, and both calls return at once without caching anything.
 #
 # ## Exercise 3 (4 + 2 + 2 points): the pipelined, autotuned matmul
 #
 # Put the lesson together in one cell:
 #
 # 1. **`matmul_kernel`**: the reference kernel of section 3, word for word, under the name
-#    `matmul_kernel` (the signature and docstring are given; write the body). A test compares it with
-#    the course's copy.
-# 2. **`fits(config, problem, resources)`**: the pruning rule of section 4. Return a string saying why
-#    when the configuration needs more shared memory than `resources.shared_bytes` (use your
-#    `shared_memory_bytes`, with the element size of `problem["dtype"]` from `ELEMENT_BYTES`) or when its
-#    accumulator takes more than 128 registers per thread ($B_M B_N / (32 \cdot$ `num_warps`$)$);
-#    otherwise `None`.
-# 3. **`matmul_config(a, b, level=1)`**: the `tune.Config` that `tune.autotune` picks for `a @ b`, with
-#    the problem `{"M", "N", "K", "dtype"}` (the dtype as a string, `"float16"`), your `MATMUL_SPACE`,
-#    and a launch function that writes into an output allocated once.
+#    `matmul_kernel` (the signature and docstring are given; write the body). A test compares it
+#    with the course's copy.
+# 2. **`fits(config, problem, resources)`**: the pruning rule of section 4. Return a string saying
+#    why when the configuration needs more shared memory than `resources.shared_bytes` (use your
+#    `shared_memory_bytes`, with the element size of `problem["dtype"]` from `ELEMENT_BYTES`) or
+#    when its accumulator takes more than 128 registers per thread ($B_M B_N / (32 \cdot$
+#    `num_warps`$)$); otherwise `None`.
+# 3. **`matmul_config(a, b, level=1)`**: the `tune.Config` that `tune.autotune` picks for `a @ b`,
+#    with the problem `{"M", "N", "K", "dtype"}` (the dtype as a string, `"float16"`), your
+#    `MATMUL_SPACE`, and a launch function that writes into an output allocated once.
 # 4. **`matmul(a, b, config=None)`**: `a @ b` for `a` $(M, K)$ and `b` $(K, N)$, fp16 or fp32, any
-#    strides, any shape, returned in the inputs' dtype; with `config=None` it uses `matmul_config(a, b)`.
-# 5. **`MATMUL_SPACE`**, at the end of the cell: a `tune.SearchSpace` with the same configurations as
-#    `reference.PIPELINED_SPACE` (print it, or read `tilegym_edu/reference/pipelined.py`), pruned by
-#    your `fits`.
+#    strides, any shape, returned in the inputs' dtype; with `config=None` it uses `matmul_config(a,
+#    b)`.
+# 5. **`MATMUL_SPACE`**, at the end of the cell: a `tune.SearchSpace` with the same configurations
+#    as `reference.PIPELINED_SPACE` (print it, or read `tilegym_edu/reference/pipelined.py`), pruned
+#    by your `fits`.
 #
-# The grader checks `matmul` on odd, tall, skinny and degenerate shapes ($K = 1$), transposed views, fp16
-# and fp32, with and without a configuration; calls must do their own arithmetic (no `torch.matmul`).
-# On a GPU two timed checks follow, at 4096³ in fp16: your tuned `matmul` against the course's kernel
-# with the default 128 × 128 × 64 tiles and `num_stages=1` (the H200 measured 1.86x with the reference
-# solution), and against cuBLAS. The baselines are the course's, so nothing your code does can slow them. In interpreter mode `autotune` returns the
-# default configuration, 128 × 128 × 64 tiles: the interpreter runs those few large programs quickly.
+# The grader checks `matmul` on odd, tall, skinny and degenerate shapes ($K = 1$), transposed views,
+# fp16 and fp32, with and without a configuration; calls must do their own arithmetic (no
+# `torch.matmul`). On a GPU two timed checks follow, at 4096³ in fp16: your tuned `matmul` against
+# the course's kernel with the default 128 × 128 × 64 tiles and `num_stages=1` (the H200 measured
+# 1.86x with the reference solution), and against cuBLAS. The baselines are the course's, so nothing
+# your code does can slow them. In interpreter mode `autotune` returns the default configuration,
+# 128 × 128 × 64 tiles: the interpreter runs those few large programs quickly.
 
 # %% id="cell-30" nbgrader={"grade": false, "grade_id": "matmul_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}   # element size by problem["dtype"]
@@ -625,13 +670,16 @@ def matmul_reference(a, b, *config):
 
 def make_matmul_inputs(case, generator):
     """a (M, K) and b (K, N) for case = {"M", "N", "K", "dtype"}, standard normal, on the lesson's
-    device, then case["config"] if the case names one. case["layout"]: "a transposed" / "b transposed"
-    / "both transposed" make transposed views (a.t() of a (K, M) tensor: strides (1, M))."""
+    device, then case["config"] if the case names one. case["layout"]: "a transposed" /
+    "b transposed" / "both transposed" make transposed views (a.t() of a (K, M) tensor: strides
+    (1, M))."""
     M, N, K, dtype = case["M"], case["N"], case["K"], case["dtype"]
     layout = case.get("layout", "contiguous")
-    a = (check.random_tensor((K, M), dtype, generator).t() if layout in ("a transposed", "both transposed")
+    a = (check.random_tensor((K, M), dtype, generator).t()
+         if layout in ("a transposed", "both transposed")
          else check.random_tensor((M, K), dtype, generator))
-    b = (check.random_tensor((N, K), dtype, generator).t() if layout in ("b transposed", "both transposed")
+    b = (check.random_tensor((N, K), dtype, generator).t()
+         if layout in ("b transposed", "both transposed")
          else check.random_tensor((K, N), dtype, generator))
     return (a, b) + ((case["config"],) if "config" in case else ())
 
@@ -647,7 +695,8 @@ print(reference.PIPELINED_SPACE.grid, "cap", reference.PIPELINED_SPACE.cap)
 
 def fits(config, problem, resources) -> str | None:
     """Why `config` cannot run well for `problem` on a GPU with `resources` (a tune.Resources), or
-    None if it can: too much shared memory, or an accumulator of more than 128 registers a thread."""
+    None if it can: too much shared memory, or an accumulator of more than 128 registers a
+    thread."""
     ### BEGIN SOLUTION
     needed = shared_memory_bytes(config, ELEMENT_BYTES[problem["dtype"]])
     if needed > resources.shared_bytes:
@@ -680,7 +729,8 @@ def matmul_config(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> tune.Conf
 
 def matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:
     """a @ b with matmul_kernel: a (M, K), b (K, N), fp16 or fp32, any strides. `config` (a
-    tune.Config) gives the block sizes, num_warps and num_stages; None tunes them (matmul_config)."""
+    tune.Config) gives the block sizes, num_warps and num_stages; None tunes them
+    (matmul_config)."""
     ### BEGIN SOLUTION
     if config is None:
         config = matmul_config(a, b)
@@ -698,9 +748,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:
 ### BEGIN SOLUTION
 MATMUL_SPACE = tune.SearchSpace(
     default=tune.Config(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
-    small=[tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
-           for bm, bn, bk, warps, stages in [(128, 256, 64, 8, 3), (128, 256, 32, 8, 5), (128, 128, 64, 8, 4),
-                                             (128, 128, 32, 4, 5), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4),
+    small=[tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                       num_warps=warps, num_stages=stages)
+           for bm, bn, bk, warps, stages in [(128, 256, 64, 8, 3), (128, 256, 32, 8, 5),
+                                             (128, 128, 64, 8, 4), (128, 128, 32, 4, 5),
+                                             (64, 128, 64, 4, 4), (128, 64, 64, 4, 4),
                                              (128, 128, 32, 4, 3), (64, 64, 32, 4, 3)]],
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
           "GROUP_M": (8,), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
@@ -718,8 +770,8 @@ for result in check.check(matmul, matmul_reference, make_matmul_inputs, seeds=[0
     print(result.describe())
 
 # %% id="cell-34" nbgrader={"grade": true, "grade_id": "test_matmul_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-# Exercise 3: matmul is correct on odd, tall, skinny and degenerate shapes, fp16 and fp32, transposed
-# views, tuned (config=None) and with given configurations.
+# Exercise 3: matmul is correct on odd, tall, skinny and degenerate shapes, fp16 and fp32,
+# transposed views, tuned (config=None) and with given configurations.
 small = tune.Config(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=2)
 wide = tune.Config(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=3)
 tall = tune.Config(BLOCK_M=128, BLOCK_N=16, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)
@@ -734,7 +786,8 @@ cases = [
     {"M": 1, "N": 300, "K": 65, "dtype": torch.float32, "config": skinny},
     {"M": 150, "N": 150, "K": 1, "dtype": torch.float16},
     {"M": 130, "N": 70, "K": 90, "dtype": torch.float16, "layout": "a transposed"},
-    {"M": 70, "N": 130, "K": 33, "dtype": torch.float32, "layout": "both transposed", "config": wide},
+    {"M": 70, "N": 130, "K": 33, "dtype": torch.float32, "layout": "both transposed",
+     "config": wide},
 ]
 grading.assert_correct(matmul, matmul_reference, make_matmul_inputs, cases, seeds=(0, 1))
 ### BEGIN HIDDEN TESTS
@@ -757,11 +810,11 @@ grading.require_gpu("the speedup of your pipelined matmul over the same kernel u
 limit = grading.threshold("03_software_pipelining", "pipelined_vs_unpipelined")
 input_sets = [make_matmul_inputs({"M": 4096, "N": 4096, "K": 4096, "dtype": torch.float16},
                                  torch.Generator().manual_seed(seed)) for seed in (0, 1)]
-matmul(*input_sets[0])                   # tuned once here (or found in the cache), outside the timing
+matmul(*input_sets[0])   # tuned once here (or found in the cache), outside the timing
 unpipelined = {**reference.PIPELINED_DEFAULT, "num_stages": 1}
 print(f"baseline: the reference kernel at {unpipelined}")
-grading.assert_speedup(matmul, lambda a, b: reference.pipelined_matmul(a, b, **unpipelined), input_sets,
-                       matmul_reference, torch.float16, limit, flops=2 * 4096**3)
+grading.assert_speedup(matmul, lambda a, b: reference.pipelined_matmul(a, b, unpipelined),
+                       input_sets, matmul_reference, torch.float16, limit, flops=2 * 4096**3)
 
 # %% id="cell-36" nbgrader={"grade": true, "grade_id": "test_pipelined_vs_cublas", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 3c: the tuned matmul reaches a good fraction of cuBLAS's speed, fp16 4096^3 (GPU only).
@@ -775,18 +828,19 @@ grading.assert_speedup(matmul, torch.matmul, input_sets, matmul_reference, torch
                        flops=2 * 4096**3)
 
 # %% [markdown] id="cell-37"
-# If a timed check falls short on your GPU, look at the tuning table below first: did the default win,
-# were configurations pruned or failed that should not have been? On an H200 the best pipelined
-# configurations of the level-1 list, 128 × 256 × 64 with 3 stages and 128 × 256 × 32 with 5, reached
-# 0.97x and 0.95x cuBLAS at 4096³ in fp16 (docs/results/h200.md). The configuration your tuner chose for
-# this lesson's problem size, and how it got there:
+# If a timed check falls short on your GPU, look at the tuning table below first: did the default
+# win, were configurations pruned or failed that should not have been? On an H200 the best pipelined
+# configurations of the level-1 list, 128 × 256 × 64 with 3 stages and 128 × 256 × 32 with 5,
+# reached 0.97x and 0.95x cuBLAS at 4096³ in fp16 (docs/results/h200.md). The configuration your
+# tuner chose for this lesson's problem size, and how it got there:
 
 # %% id="cell-38" tags=["demo"]
 a = torch.randn(SIZE, SIZE, device=DEVICE, dtype=torch.float16)
 b = torch.randn(SIZE, SIZE, device=DEVICE, dtype=torch.float16)
 problem = {"M": SIZE, "N": SIZE, "K": SIZE, "dtype": "float16"}
-matmul_config(a, b)                  # your Exercise 3 tunes this shape (or finds it in the cache) ...
-yours = tune.autotune(matmul_kernel, problem, MATMUL_SPACE, lambda config: matmul(a, b, config), level=1)
+matmul_config(a, b)     # your Exercise 3 tunes this shape (or finds it in the cache) ...
+yours = tune.autotune(matmul_kernel, problem, MATMUL_SPACE, lambda config: matmul(a, b, config),
+                      level=1)
 # ... and this call returns the same, cached, search with its table
 print(yours.table())
 
@@ -795,9 +849,9 @@ print(yours.table())
 #
 # Two costs are left that no number of stages removes.
 #
-# **The tail wave.** The pipelined kernel launches one program per output tile, and the GPU runs them in
-# *waves*, as many at a time as its SMs hold. When the tiles do not divide evenly, the last wave runs on
-# part of the GPU while the other SMs idle:
+# **The tail wave.** The pipelined kernel launches one program per output tile, and the GPU runs
+# them in *waves*, as many at a time as its SMs hold. When the tiles do not divide evenly, the last
+# wave runs on part of the GPU while the other SMs idle:
 
 # %% id="cell-40"
 for M, N, bm, bn in [(4096, 4096, 128, 256), (8192, 8192, 128, 256)]:
@@ -808,17 +862,18 @@ for M, N, bm, bn in [(4096, 4096, 128, 256), (8192, 8192, 128, 256)]:
           f"(one program per SM at a time); the last wave keeps {last} of {SMS} SMs busy")
 
 # %% [markdown] id="cell-41"
-# (A 128 × 256 × 64 configuration with three or more stages takes at least 144 KiB of shared memory, so
-# an SM holds one such program at a time.) And **the prologue and epilogue of every tile**: each program
-# starts with an empty pipeline, filling $S - 1$ stages before its first product, and ends by converting
-# and storing its tile while its loads have long stopped. With a short $K$ these are a large share of
-# each program's life: at $K = 512$ a 64-deep $K$ step leaves only 8 steps per tile.
+# (A 128 × 256 × 64 configuration with three or more stages takes at least 144 KiB of shared memory,
+# so an SM holds one such program at a time.) And **the prologue and epilogue of every tile**: each
+# program starts with an empty pipeline, filling $S - 1$ stages before its first product, and ends
+# by converting and storing its tile while its loads have long stopped. With a short $K$ these are a
+# large share of each program's life: at $K = 512$ a 64-deep $K$ step leaves only 8 steps per tile.
 #
 # A **persistent kernel** launches one program per SM, and each program walks over tiles: `pid`,
-# `pid + NUM_PROGRAMS`, `pid + 2 * NUM_PROGRAMS`, ... (in grouped order, as in lesson 02). There is no
-# tail wave of launches, only some programs doing one tile more than others. And with `tl.range(...,
-# flatten=True)` over the tiles, Triton pipelines the tile loop and the $K$ loop as one loop, so the first
-# loads of a program's next tile are issued while it is still storing the current one.
+# `pid + NUM_PROGRAMS`, `pid + 2 * NUM_PROGRAMS`, ... (in grouped order, as in lesson 02). There is
+# no tail wave of launches, only some programs doing one tile more than others. And with
+# `tl.range(..., flatten=True)` over the tiles, Triton pipelines the tile loop and the $K$ loop as
+# one loop, so the first loads of a program's next tile are issued while it is still storing the
+# current one.
 #
 # **Tensor descriptors and TMA.** Hopper GPUs (compute capability 9.0) added the *tensor memory
 # accelerator*: a unit that copies a whole tile between global and shared memory on its own, from a
@@ -827,22 +882,23 @@ for M, N, bm, bn in [(4096, 4096, 128, 256), (8192, 8192, 128, 256)]:
 #
 # ```python
 # from triton.tools.tensor_descriptor import TensorDescriptor
-# a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])    # a (M, K), tiles of BLOCK_M x BLOCK_K
+# a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])   # a (M, K), BLOCK_M x BLOCK_K tiles
 # ```
 #
-# pass it to the kernel like a tensor, and load a tile with `a_desc.load([row, col])` (the coordinates of
-# its first element) or store one with `c_desc.store([row, col], tile)`. **The hardware handles the
-# edges**: a load that reaches past the tensor reads zeros, a store past it is clipped. The kernel needs
-# no masks at all, and no `% M` either. The price is a rule: TMA needs the last dimension contiguous
-# (stride 1), and each row to start at a multiple of **16 bytes**: rows of fp16 must be a multiple of 8
-# elements long, of fp32 a multiple of 4. `tma_problem(a, b)` (imported in the setup cell) says what is
-# wrong, or `None`.
+# pass it to the kernel like a tensor, and load a tile with `a_desc.load([row, col])` (the
+# coordinates of its first element) or store one with `c_desc.store([row, col], tile)`. **The
+# hardware handles the edges**: a load that reaches past the tensor reads zeros, a store past it is
+# clipped. The kernel needs no masks at all, and no `% M` either. The price is a rule: TMA needs the
+# last dimension contiguous (stride 1), and each row to start at a multiple of **16 bytes**: rows of
+# fp16 must be a multiple of 8 elements long, of fp32 a multiple of 4. `tma_problem(a, b)` (imported
+# in the setup cell) says what is wrong, or `None`.
 #
-# The output tile is staged in shared memory before its TMA store; the reference splits it in two halves
-# (`EPILOGUE_SPLIT=2`) to halve that buffer, the 64 KiB of section 4's failed configuration. On an H200
-# (docs/results/h200.md), the persistent kernel with 128 × 256 × 64 tiles, 8 warps, 4 stages, split
-# epilogue and `FLATTEN` ran at 1.00x cuBLAS at 4096³ and 0.97x at 8192 × 8192 × 512; without flattening,
-# the same kind of kernel (3 stages) reached 0.82x at $K = 512$, and the best pipelined kernel 0.79x.
+# The output tile is staged in shared memory before its TMA store; the reference splits it in two
+# halves (`EPILOGUE_SPLIT=2`) to halve that buffer, the 64 KiB of section 4's failed configuration.
+# On an H200 (docs/results/h200.md), the persistent kernel with 128 × 256 × 64 tiles, 8 warps, 4
+# stages, split epilogue and `FLATTEN` ran at 1.00x cuBLAS at 4096³ and 0.97x at 8192 × 8192 × 512;
+# without flattening, the same kind of kernel (3 stages) reached 0.82x at $K = 512$, and the best
+# pipelined kernel 0.79x.
 #
 # The reference kernel:
 
@@ -850,33 +906,35 @@ for M, N, bm, bn in [(4096, 4096, 128, 256), (8192, 8192, 128, 256)]:
 print(tune.kernel_source(reference.persistent_matmul_kernel))
 
 # %% [markdown] id="cell-43"
-# Read the epilogue: `tl.reshape` to $(B_M, 2, B_N/2)$, `tl.permute` to put the 2 last, and `tl.split`
-# give the left and right halves of the tile, stored one after the other through a descriptor whose block
-# is $B_M \times B_N/2$.
+# Read the epilogue: `tl.reshape` to $(B_M, 2, B_N/2)$, `tl.permute` to put the 2 last, and
+# `tl.split` give the left and right halves of the tile, stored one after the other through a
+# descriptor whose block is $B_M \times B_N/2$.
 #
 # ## Exercise 4 (3 + 2 points): the persistent tensor-descriptor matmul
 #
 # In one cell:
 #
-# 1. **`persistent_matmul_kernel`**: the reference kernel above, word for word (signature and docstring
-#    given; a test compares them).
-# 2. **`persistent_matmul(a, b, config=None)`**: `a @ b` for row-major fp16 or fp32 `a` $(M, K)$ and `b`
-#    $(K, N)$. Raise `ValueError` with `tma_problem`'s message when descriptors cannot read the inputs,
-#    and when the output's rows ($N e$ bytes) are not a multiple of 16 bytes. Otherwise build the three
-#    descriptors (the output's block is $B_M \times B_N /$ `EPILOGUE_SPLIT`), launch
+# 1. **`persistent_matmul_kernel`**: the reference kernel above, word for word (signature and
+#    docstring given; a test compares them).
+# 2. **`persistent_matmul(a, b, config=None)`**: `a @ b` for row-major fp16 or fp32 `a` $(M, K)$ and
+#    `b` $(K, N)$. Raise `ValueError` with `tma_problem`'s message when descriptors cannot read the
+#    inputs, and when the output's rows ($N e$ bytes) are not a multiple of 16 bytes. Otherwise
+#    build the three descriptors (the output's block is $B_M \times B_N /$ `EPILOGUE_SPLIT`), launch
 #    `persistent_grid_size(number of tiles)` programs (one per SM; 4 in the interpreter) with
 #    `NUM_PROGRAMS` set to that number, and return the result. With `config=None`, tune it with
 #    `tune.autotune` and your `PERSISTENT_SPACE`.
-# 3. **`PERSISTENT_SPACE`**, at the end of the cell: the configurations of `reference.PERSISTENT_SPACE`,
-#    with a pruning function that adds the output tile's buffer, $B_M \cdot (B_N /$ `EPILOGUE_SPLIT`$)
-#    \cdot e$ bytes, to `shared_memory_bytes`, and keeps the register rule (your `fits` has it).
+# 3. **`PERSISTENT_SPACE`**, at the end of the cell: the configurations of
+#    `reference.PERSISTENT_SPACE`, with a pruning function that adds the output tile's buffer, $B_M
+#    \cdot (B_N /$ `EPILOGUE_SPLIT`$) \cdot e$ bytes, to `shared_memory_bytes`, and keeps the
+#    register rule (your `fits` has it).
 #
-# Correctness is graded wherever tensor descriptors run: in the interpreter (with a Triton recent enough
-# to have them), and on GPUs of compute capability 9.0 or newer; on older GPUs this cell says *needs GPU*.
-# The shapes have rows TMA can read, and $M$, $N$, $K$ that are not multiples of the blocks; the fp16
-# checks tune (`config=None`), the fp32 ones pass `FP32_TILES` (defined below), a configuration whose
-# doubled fp32 buffers (128 KiB) fit every Hopper GPU, so the fp32 checks run the same tiles everywhere. The timed check compares your kernel with
-# cuBLAS at 8192 × 8192 × 512 in fp16, the short-$K$ shape where persistence pays most.
+# Correctness is graded wherever tensor descriptors run: in the interpreter (with a Triton recent
+# enough to have them), and on GPUs of compute capability 9.0 or newer; on older GPUs this cell says
+# *needs GPU*. The shapes have rows TMA can read, and $M$, $N$, $K$ that are not multiples of the
+# blocks; the fp16 checks tune (`config=None`), the fp32 ones pass `FP32_TILES` (defined below), a
+# configuration whose doubled fp32 buffers (128 KiB) fit every Hopper GPU, so the fp32 checks run
+# the same tiles everywhere. The timed check compares your kernel with cuBLAS at 8192 × 8192 × 512
+# in fp16, the short-$K$ shape where persistence pays most.
 
 # %% id="cell-44" nbgrader={"grade": false, "grade_id": "persistent_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/pipelined.py persistent_matmul_kernel solution
@@ -914,7 +972,8 @@ def persistent_matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Te
     ### END SOLUTION
 
 
-# PERSISTENT_SPACE: the configurations of reference.PERSISTENT_SPACE, pruned with the output tile's buffer.
+# PERSISTENT_SPACE: the configurations of reference.PERSISTENT_SPACE, pruned with the output
+# tile's buffer.
 ### BEGIN SOLUTION
 def fits_persistent(config, problem, resources):
     """fits, with the shared memory of the staged output tile (or its 1 / EPILOGUE_SPLIT part)."""
@@ -928,33 +987,36 @@ def fits_persistent(config, problem, resources):
 
 
 PERSISTENT_SPACE = tune.SearchSpace(
-    default=tune.Config(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, EPILOGUE_SPLIT=2, FLATTEN=True,
-                        num_warps=8, num_stages=4),
-    small=[tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, EPILOGUE_SPLIT=split, FLATTEN=flatten,
-                       num_warps=warps, num_stages=stages)
+    default=tune.Config(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8,
+                        EPILOGUE_SPLIT=2, FLATTEN=True, num_warps=8, num_stages=4),
+    small=[tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                       EPILOGUE_SPLIT=split, FLATTEN=flatten, num_warps=warps, num_stages=stages)
            for bm, bn, bk, split, flatten, warps, stages in [
-               (128, 256, 64, 2, True, 8, 3), (256, 128, 64, 2, True, 8, 3), (128, 128, 64, 1, True, 8, 4),
-               (128, 128, 64, 1, False, 4, 4), (128, 256, 32, 2, True, 8, 6), (128, 128, 32, 2, True, 8, 3)]],
-    grid={"BLOCK_M": (128, 256), "BLOCK_N": (128, 256), "BLOCK_K": (32, 64, 128), "GROUP_M": (8,),
-          "EPILOGUE_SPLIT": (1, 2), "FLATTEN": (True, False), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
+               (128, 256, 64, 2, True, 8, 3), (256, 128, 64, 2, True, 8, 3),
+               (128, 128, 64, 1, True, 8, 4), (128, 128, 64, 1, False, 4, 4),
+               (128, 256, 32, 2, True, 8, 6), (128, 128, 32, 2, True, 8, 3)]],
+    grid={"BLOCK_M": (128, 256), "BLOCK_N": (128, 256), "BLOCK_K": (32, 64, 128),
+          "GROUP_M": (8,), "EPILOGUE_SPLIT": (1, 2), "FLATTEN": (True, False),
+          "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
     prune=fits_persistent, cap=120)
 ### END SOLUTION
 
 # %% id="cell-45" nbgrader={"grade": false, "grade_id": "persistent_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def make_tma_inputs(case, generator):
-    """a (M, K) and b (K, N) for case = {"M", "N", "K", "dtype"}, row-major, then case["config"] if the
-    case names one; case["layout"] = "a slice" takes a as the first K columns of a (M, 2K) tensor (rows
-    2K apart: still 16-byte aligned)."""
+    """a (M, K) and b (K, N) for case = {"M", "N", "K", "dtype"}, row-major, then case["config"]
+    if the case names one; case["layout"] = "a slice" takes a as the first K columns of a (M, 2K)
+    tensor (rows 2K apart: still 16-byte aligned)."""
     M, N, K, dtype = case["M"], case["N"], case["K"], case["dtype"]
-    a = (check.random_tensor((M, 2 * K), dtype, generator)[:, :K] if case.get("layout") == "a slice"
+    a = (check.random_tensor((M, 2 * K), dtype, generator)[:, :K]
+         if case.get("layout") == "a slice"
          else check.random_tensor((M, K), dtype, generator))
     b = check.random_tensor((K, N), dtype, generator)
     return (a, b) + ((case["config"],) if "config" in case else ())
 
 
 # fp32 doubles every buffer: 128 x 128 x 32 tiles, 3 stages and a split store need 128 KiB
-FP32_TILES = tune.Config(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, EPILOGUE_SPLIT=2, FLATTEN=True,
-                         num_warps=8, num_stages=3)
+FP32_TILES = tune.Config(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8,
+                         EPILOGUE_SPLIT=2, FLATTEN=True, num_warps=8, num_stages=3)
 
 
 try:
@@ -964,19 +1026,21 @@ except grading.NeedsGPU as why:
     print(why)
     HAS_TMA = False
 if HAS_TMA:
-    for result in check.check(persistent_matmul, matmul_reference, make_tma_inputs, seeds=[0], cases=[
+    for result in check.check(persistent_matmul, matmul_reference, make_tma_inputs,
+                              seeds=[0], cases=[
             {"M": 200, "N": 136, "K": 72, "dtype": torch.float16},
             {"M": 77, "N": 20, "K": 36, "dtype": torch.float32, "config": FP32_TILES}]):
         print(result.describe())
-    a, b = make_tma_inputs({"M": 20, "N": 16, "K": 33, "dtype": torch.float16}, torch.Generator().manual_seed(0))
+    a, b = make_tma_inputs({"M": 20, "N": 16, "K": 33, "dtype": torch.float16},
+                           torch.Generator().manual_seed(0))
     try:
         persistent_matmul(a, b)
     except ValueError as error:
         print(f"K = 33 in fp16: ValueError: {error}")
 
 # %% id="cell-46" nbgrader={"grade": true, "grade_id": "test_persistent_correct", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-# Exercise 4: persistent_matmul is correct on shapes TMA can read that are not multiples of the blocks,
-# fp16 (tuned) and fp32 (with FP32_TILES), and refuses layouts it cannot read.
+# Exercise 4: persistent_matmul is correct on shapes TMA can read that are not multiples of the
+# blocks, fp16 (tuned) and fp32 (with FP32_TILES), and refuses layouts it cannot read.
 grading.require_tensor_descriptors("the persistent matmul")
 cases = [
     {"M": 200, "N": 136, "K": 72, "dtype": torch.float16},
@@ -986,30 +1050,36 @@ cases = [
     {"M": 130, "N": 260, "K": 4, "dtype": torch.float32, "config": FP32_TILES},
 ]
 grading.assert_correct(persistent_matmul, matmul_reference, make_tma_inputs, cases, seeds=(0, 1))
-for shape, dtype, transpose in [((20, 33, 16), torch.float16, False), ((20, 32, 16), torch.float16, True)]:
+for shape, dtype, transpose in [((20, 33, 16), torch.float16, False),
+                                ((20, 32, 16), torch.float16, True)]:
     M, K, N = shape
-    a, b = make_tma_inputs({"M": M, "N": N, "K": K, "dtype": dtype}, torch.Generator().manual_seed(0))
+    a, b = make_tma_inputs({"M": M, "N": N, "K": K, "dtype": dtype},
+                           torch.Generator().manual_seed(0))
     a = a.t().contiguous().t() if transpose else a
     try:
         persistent_matmul(a, b)
     except ValueError:
         pass
     else:
-        raise AssertionError(f"persistent_matmul accepted a with shape {tuple(a.shape)} and strides {a.stride()} "
-                             f"({dtype}): {tma_problem(a, b)}; it must raise ValueError")
+        raise AssertionError(f"persistent_matmul accepted a with shape {tuple(a.shape)} and "
+                             f"strides {a.stride()} ({dtype}): {tma_problem(a, b)}; "
+                             "it must raise ValueError")
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
     {"M": 129, "N": 392, "K": 136, "dtype": torch.float16},
     {"M": 5, "N": 12, "K": 68, "dtype": torch.float32, "layout": "a slice", "config": FP32_TILES},
 ]
-grading.assert_correct(persistent_matmul, matmul_reference, make_tma_inputs, hidden_cases, seeds=(11,))
-a, b = make_tma_inputs({"M": 8, "N": 6, "K": 8, "dtype": torch.float32}, torch.Generator().manual_seed(0))
+grading.assert_correct(persistent_matmul, matmul_reference, make_tma_inputs, hidden_cases,
+                       seeds=(11,))
+a, b = make_tma_inputs({"M": 8, "N": 6, "K": 8, "dtype": torch.float32},
+                       torch.Generator().manual_seed(0))
 try:
     persistent_matmul(a, b)
 except ValueError:
     pass
 else:
-    raise AssertionError("persistent_matmul accepted b with rows of 24 bytes (fp32, N = 6): it must raise ValueError")
+    raise AssertionError("persistent_matmul accepted b with rows of 24 bytes (fp32, N = 6): "
+                         "it must raise ValueError")
 ### END HIDDEN TESTS
 
 # %% id="cell-47" nbgrader={"grade": true, "grade_id": "test_persistent_vs_cublas", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -1020,19 +1090,19 @@ grading.require_tensor_descriptors("the persistent matmul")
 limit = grading.threshold("03_software_pipelining", "persistent_vs_cublas")
 input_sets = [make_tma_inputs({"M": 8192, "N": 8192, "K": 512, "dtype": torch.float16},
                               torch.Generator().manual_seed(seed)) for seed in (0, 1)]
-persistent_matmul(*input_sets[0])        # tuned once here (or found in the cache), outside the timing
-grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_reference, torch.float16, limit,
-                       flops=2 * 8192 * 8192 * 512)
+persistent_matmul(*input_sets[0])   # tuned once here (or found in the cache), outside the timing
+grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_reference,
+                       torch.float16, limit, flops=2 * 8192 * 8192 * 512)
 
 # %% [markdown] id="cell-48"
 # ## 7. The ladder
 #
-# Every version of the course's matmul so far, on the same fp16 inputs: lesson 01's naive kernel, lesson
-# 02's tiled kernel, your pipelined kernel with its default configuration and tuned, the persistent kernel
-# where tensor descriptors run, and cuBLAS. The naive kernel is timed on its own first: at 4096³ it takes
-# about half a second a call on an H200 (docs/results/h200.md), so it gets only a few runs; the others are
-# timed interleaved. On a GPU the ladder chart shows the climb on a log scale, and the roofline where each
-# version sits.
+# Every version of the course's matmul so far, on the same fp16 inputs: lesson 01's naive kernel,
+# lesson 02's tiled kernel, your pipelined kernel with its default configuration and tuned, the
+# persistent kernel where tensor descriptors run, and cuBLAS. The naive kernel is timed on its own
+# first: at 4096³ it takes about half a second a call on an H200 (docs/results/h200.md), so it gets
+# only a few runs; the others are timed interleaved. On a GPU the ladder chart shows the climb on a
+# log scale, and the roofline where each version sits.
 
 # %% id="cell-49" tags=["demo"]
 n = device.size(gpu=4096, cpu=8)
@@ -1040,10 +1110,12 @@ a = torch.randn(n, n, device=DEVICE, dtype=torch.float16)
 b = torch.randn(n, n, device=DEVICE, dtype=torch.float16)
 flops, moved = 2 * n**3, 3 * n * n * 2
 tuned = matmul_config(a, b)          # your Exercise 3: the ladder needs it
-naive = bench.bench(lambda: naive_matmul(a, b), flops=flops, bytes=moved, name="naive (lesson 01)", max_runs=5)
+naive = bench.bench(lambda: naive_matmul(a, b), flops=flops, bytes=moved,
+                    name="naive (lesson 01)", max_runs=5)
 versions = {"tiled (lesson 02)": lambda: tiled_matmul(a, b)}
 here = tune.Resources.of_gpu()        # None in the interpreter: nothing to prune against
-if here is None or fits(MATMUL_SPACE.default, {"M": n, "N": n, "K": n, "dtype": "float16"}, here) is None:
+problem = {"M": n, "N": n, "K": n, "dtype": "float16"}
+if here is None or fits(MATMUL_SPACE.default, problem, here) is None:
     versions["pipelined, default config"] = lambda: matmul(a, b, config=MATMUL_SPACE.default)
 versions["pipelined, autotuned"] = lambda: matmul(a, b)
 if HAS_TMA:
@@ -1058,18 +1130,19 @@ if device.ON_GPU:
     roofline.plot_roofline(ladder)
     plt.show()
 else:
-    print("The ladder chart and the roofline need GPU timings: interpreter times say nothing about GPU speed.")
+    print("The ladder chart and the roofline need GPU timings: "
+          "interpreter times say nothing about GPU speed.")
 
 # %% [markdown] id="cell-50"
 # ## What comes next
 #
-# Pipelining turned the tiled kernel's load-then-compute loop into one where the next tiles are always
-# on their way: on an H200 the same tiles went from 0.48x to 0.92x cuBLAS with three stages, and the
-# tuned, persistent TMA kernel matched cuBLAS at 4096³ (docs/results/h200.md). Along the way you
-# modelled why stages hide latency, counted what they cost in shared memory, and let a tuner measure
-# what arithmetic cannot decide.
+# Pipelining turned the tiled kernel's load-then-compute loop into one where the next tiles are
+# always on their way: on an H200 the same tiles went from 0.48x to 0.92x cuBLAS with three stages,
+# and the tuned, persistent TMA kernel matched cuBLAS at 4096³ (docs/results/h200.md). Along the way
+# you modelled why stages hide latency, counted what they cost in shared memory, and let a tuner
+# measure what arithmetic cannot decide.
 #
 # Lesson 04 takes these tools to attention. A FlashAttention kernel is two matmuls with a softmax
-# between them, streamed over blocks of keys and values that are loaded, like the tiles here, while the
-# previous block is being multiplied, and kept on chip so the attention matrix never reaches memory. Its
-# block sizes, warps and stages are tuned with the same `tilegym_edu.tune`.
+# between them, streamed over blocks of keys and values that are loaded, like the tiles here, while
+# the previous block is being multiplied, and kept on chip so the attention matrix never reaches
+# memory. Its block sizes, warps and stages are tuned with the same `tilegym_edu.tune`.

@@ -1,48 +1,53 @@
 # tilegym-notebook: {"metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 
 # %% [markdown] id="cell-00"
-# # Lesson 04: FlashAttention — fused softmax, online softmax, and attention that never writes its scores
+# # Lesson 04: FlashAttention
 #
-# Attention is the operation at the heart of every transformer: each query takes a weighted average of
-# value vectors, weighted by the softmax of its similarity to every key. Written as three PyTorch
-# operations it computes a $\text{seq} \times \text{seq}$ matrix of scores for every head and sends it
-# through memory several times: memory grows with the square of the sequence length, and most of the
-# time goes into moving scores rather than doing arithmetic. FlashAttention (Dao et al., 2022) computes
-# exactly the same result in one kernel that streams keys and values through the chip and never writes
-# the scores at all. This lesson builds it in four steps:
+# *Fused softmax, online softmax, and attention that never writes its scores.*
+#
+# Attention is the operation at the heart of every transformer: each query takes a weighted average
+# of value vectors, weighted by the softmax of its similarity to every key. Written as three PyTorch
+# operations it computes a $\text{seq} \times \text{seq}$ matrix of scores for every head and sends
+# it through memory several times: memory grows with the square of the sequence length, and most of
+# the time goes into moving scores rather than doing arithmetic. FlashAttention (Dao et al., 2022)
+# computes exactly the same result in one kernel that streams keys and values through the chip and
+# never writes the scores at all. This lesson builds it in four steps:
 #
 # 1. **The cost of the naive version**, measured: peak memory and time against sequence length.
 # 2. **A fused softmax kernel**: one program per row, one read and one write of memory.
-# 3. **The online softmax**: a running maximum and a running sum, rescaled as new values arrive, so a
-#    row can be consumed in blocks without ever being held whole.
-# 4. **FlashAttention forward in Triton**, causal masking included, tuned with lesson 03's autotuner,
-#    and compared with every attention backend PyTorch offers (FlashAttention-2, cuDNN,
+# 3. **The online softmax**: a running maximum and a running sum, rescaled as new values arrive, so
+#    a row can be consumed in blocks without ever being held whole.
+# 4. **FlashAttention forward in Triton**, causal masking included, tuned with lesson 03's
+#    autotuner, and compared with every attention backend PyTorch offers (FlashAttention-2, cuDNN,
 #    memory-efficient, math).
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
 # | 1. a fused row softmax: any row length, fp16 and fp32, huge values | 3 | everywhere |
-# | 2. its bandwidth, as a fraction of a copy's | 2 | on a GPU (without one: *needs GPU*) |
+# | 2. its bandwidth, as a fraction of a copy's | 2 | GPU only |
 # | 3. online softmax statistics, in one pass over the blocks | 2 | everywhere |
-# | 4. FlashAttention forward: any length, head_dim 16 to 128, strided inputs, huge scores | 4 | everywhere |
+# | 4. FlashAttention forward: any length, head_dim 16-128, strides, huge scores | 4 | everywhere |
 # | 5. causal FlashAttention | 3 | everywhere |
 # | 6. it never writes the scores: memory traffic within a budget | 2 | everywhere |
-# | 7. speed over naive attention; peak memory that grows with seq, not seq²; speed against the best SDPA backend | 2 + 2 + 2 | on a GPU |
+# | 7. speed over naive attention; memory ∝ seq, not seq²; against SDPA | 2 + 2 + 2 | GPU only |
 #
-# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 04_flash_attention`
-# (or `make grade LESSON=04_flash_attention`), which grades a copy of this notebook and never changes it.
+# **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
+# Cells marked *Exercise* are graded by `tilegym-edu grade 04_flash_attention` (or
+# `make grade LESSON=04_flash_attention`), which grades a copy of this notebook and never changes
+# it.
 
 # %% [markdown] id="cell-01"
 # ## Setup
 #
-# `import tilegym_edu` comes first, as always. From the course's reference module this lesson imports the
-# baseline (`naive_attention`), two constants, an input validator, and the autotuner's search space for
-# attention with the problem description it is keyed on; the kernels are yours to write. Sizes come from
-# `device.size`: the comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU (the
-# attention of a Llama-7B-sized model), and at a toy size in the interpreter.
+# `import tilegym_edu` comes first, as always. From the course's reference module this lesson
+# imports the baseline (`naive_attention`), two constants, an input validator, and the autotuner's
+# search space for attention with the problem description it is keyed on; the kernels are yours to
+# write. Sizes come from `device.size`: the comparisons at the end run at batch 4 with 32 heads of
+# head_dim 128 on a GPU (the attention of a Llama-7B-sized model), and at a toy size in the
+# interpreter.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
 
 import inspect
 import math
@@ -58,7 +63,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tilegym_edu import bench, check, device, grading, progress, roofline, traffic, tune
 from tilegym_edu.reference import attention as reference     # the course's reference solution
-from tilegym_edu.reference.attention import naive_attention   # three PyTorch operations: the baseline
+# three PyTorch operations: the baseline
+from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
 from tilegym_edu.tune import Config, autotune
@@ -66,11 +72,11 @@ from tilegym_edu.tune import Config, autotune
 print(device.banner())
 DEVICE = device.DEVICE
 spec, _ = roofline.resolve_spec()    # this GPU's datasheet, or an H200's without a GPU
-BATCH, HEADS, HEAD_DIM = device.size(gpu=(4, 32, 128), cpu=(1, 1, 64))       # the comparisons' problem
-SEQ_LENS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=(128,))      # ... at these lengths
-FOCUS_SEQ = device.size(gpu=4096, cpu=128)                                   # the one shown in detail
-MEMORY_SEQS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=())      # section 1's measurement
-SOFTMAX_SHAPE = device.size(gpu=(65536, 1000), cpu=(16, 1000))               # (rows, cols)
+BATCH, HEADS, HEAD_DIM = device.size(gpu=(4, 32, 128), cpu=(1, 1, 64))   # the comparisons' problem
+SEQ_LENS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=(128,))  # ... at these lengths
+FOCUS_SEQ = device.size(gpu=4096, cpu=128)                               # the one shown in detail
+MEMORY_SEQS = device.size(gpu=(1024, 2048, 4096, 8192, 16384), cpu=())   # section 1's measurement
+SOFTMAX_SHAPE = device.size(gpu=(65536, 1000), cpu=(16, 1000))           # (rows, cols)
 
 # %% [markdown] id="cell-03"
 # ## 1. What attention computes, and what it costs done naively
@@ -80,26 +86,26 @@ SOFTMAX_SHAPE = device.size(gpu=(65536, 1000), cpu=(16, 1000))               # (
 #
 # $$O = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt d}\right) V .$$
 #
-# Row $i$ of the *scores* $QK^\top/\sqrt d$ says how well query $i$ matches each key. The softmax, taken
-# along each row, turns those scores into weights that are positive and sum to 1, and row $i$ of the
-# output is the weighted average of the rows of $V$. (Dividing by $\sqrt d$ keeps the scores of random
-# vectors near unit size whatever $d$ is.) A model runs this for every batch element and every head at
-# once: `q`, `k`, `v` and the output have shape `(batch, heads, seq, head_dim)`. **Causal** attention,
-# used by every GPT-style decoder, lets query $i$ see only keys $j \le i$: the scores above the diagonal
-# are set to $-\infty$ before the softmax, so their weights are exactly 0.
+# Row $i$ of the *scores* $QK^\top/\sqrt d$ says how well query $i$ matches each key. The softmax,
+# taken along each row, turns those scores into weights that are positive and sum to 1, and row $i$
+# of the output is the weighted average of the rows of $V$. (Dividing by $\sqrt d$ keeps the scores
+# of random vectors near unit size whatever $d$ is.) A model runs this for every batch element and
+# every head at once: `q`, `k`, `v` and the output have shape `(batch, heads, seq, head_dim)`.
+# **Causal** attention, used by every GPT-style decoder, lets query $i$ see only keys $j \le i$: the
+# scores above the diagonal are set to $-\infty$ before the softmax, so their weights are exactly 0.
 #
-# **Work.** $QK^\top$ takes $2S^2d$ FLOPs per head and multiplying by $V$ another $2S^2d$: $4BHS^2d$ in
-# all for batch $B$ and $H$ heads, half of that when causal (the masked half need not be computed). The
-# softmax's exponentials are $O(S^2)$ and, by the usual convention, not counted. The inputs and output
-# hold only $4BHSd$ elements, so the problem's arithmetic intensity grows with $S$: at $S = 4096$ in
-# fp16 it is $S/2 = 2048$ FLOP per byte, far right of any GPU's ridge point. Attention *could* be
-# compute-bound.
+# **Work.** $QK^\top$ takes $2S^2d$ FLOPs per head and multiplying by $V$ another $2S^2d$: $4BHS^2d$
+# in all for batch $B$ and $H$ heads, half of that when causal (the masked half need not be
+# computed). The softmax's exponentials are $O(S^2)$ and, by the usual convention, not counted. The
+# inputs and output hold only $4BHSd$ elements, so the problem's arithmetic intensity grows with
+# $S$: at $S = 4096$ in fp16 it is $S/2 = 2048$ FLOP per byte, far right of any GPU's ridge point.
+# Attention *could* be compute-bound.
 #
-# **The naive version** does not let it be. Here it is, the reference module's `naive_attention`, the
-# baseline of this lesson: the `(batch, heads, seq, seq)` scores are a tensor in memory, written by the
-# first matmul, read and written again by the softmax (in float32, for accuracy), and read by the second
-# matmul. Below it, `attention_reference` is the definition the grader uses: the same three steps in
-# float64 on the CPU, one head at a time.
+# **The naive version** does not let it be. Here it is, the reference module's `naive_attention`,
+# the baseline of this lesson: the `(batch, heads, seq, seq)` scores are a tensor in memory, written
+# by the first matmul, read and written again by the softmax (in float32, for accuracy), and read by
+# the second matmul. Below it, `attention_reference` is the definition the grader uses: the same
+# three steps in float64 on the CPU, one head at a time.
 
 # %% id="cell-04" nbgrader={"grade": false, "grade_id": "attention_reference", "locked": true, "schema_version": 3, "solution": false, "task": false}
 print(inspect.getsource(naive_attention))
@@ -124,20 +130,21 @@ q, k, v = (torch.randn(2, 3, 50, 64, device=DEVICE, dtype=torch.float16) for _ i
 for causal in (False, True):
     error = check.relative_error(naive_attention(q, k, v, causal),
                                  attention_reference(q.double(), k.double(), v.double(), causal))
-    print(f"naive_attention (causal={causal}) against the float64 definition: relative error {error:.1e}")
+    print(f"naive_attention (causal={causal}) against the float64 definition: "
+          f"relative error {error:.1e}")
 
 # %% [markdown] id="cell-05"
-# **How much memory?** Count what `naive_attention` holds at its peak, in fp16: the scores (2 bytes per
-# score), their float32 copy (4 bytes) and the float32 softmax (4 bytes) are alive at the same moment,
-# 10 bytes for each of the $BHS^2$ scores. At batch 1 with 16 heads that is 160 MiB at $S = 1024$ and,
-# growing as $S^2$, 40 GiB at $S = 16384$: more than many GPUs have, for a single sequence. The output
-# itself is only $BHSd$ elements.
+# **How much memory?** Count what `naive_attention` holds at its peak, in fp16: the scores (2 bytes
+# per score), their float32 copy (4 bytes) and the float32 softmax (4 bytes) are alive at the same
+# moment, 10 bytes for each of the $BHS^2$ scores. At batch 1 with 16 heads that is 160 MiB at $S =
+# 1024$ and, growing as $S^2$, 40 GiB at $S = 16384$: more than many GPUs have, for a single
+# sequence. The output itself is only $BHSd$ elements.
 #
 # The next cell measures it. On a GPU, `peak_extra_bytes` reads PyTorch's allocator: the peak of
-# `torch.cuda.max_memory_allocated()` during one call, minus what was allocated before (so the output
-# counts, the inputs do not). It measures `naive_attention` and, for contrast, the course's reference
-# FlashAttention (the kernel you write in section 4), and times both. Without a GPU, it shows the
-# formula next to the same measurement made on an H200 (docs/results/h200.md).
+# `torch.cuda.max_memory_allocated()` during one call, minus what was allocated before (so the
+# output counts, the inputs do not). It measures `naive_attention` and, for contrast, the course's
+# reference FlashAttention (the kernel you write in section 4), and times both. Without a GPU, it
+# shows the formula next to the same measurement made on an H200 (docs/results/h200.md).
 
 # %% id="cell-06" nbgrader={"grade": false, "grade_id": "memory_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def naive_peak_bytes(batch, heads, seq):
@@ -166,7 +173,8 @@ H200_PEAK_BYTES = {1024: (167_772_160, 4_194_304), 2048: (671_088_640, 8_388_608
 # %% id="cell-07" tags=["demo"]
 B, H, D = 1, 16, 128
 naive_peak, flash_peak, naive_ms, flash_ms = {}, {}, {}, {}
-for S in progress.track(MEMORY_SEQS, "naive vs flash, memory and time", enabled=bool(MEMORY_SEQS)):  # GPU only
+for S in progress.track(MEMORY_SEQS, "naive vs flash, memory and time",
+                        enabled=bool(MEMORY_SEQS)):  # GPU only
     q, k, v = (torch.randn(B, H, S, D, device=DEVICE, dtype=torch.float16) for _ in range(3))
     reference.flash_attention(q, k, v)      # the first call tunes (cached); measure the second
     flash_peak[S], _ = peak_extra_bytes(lambda: reference.flash_attention(q, k, v))
@@ -179,7 +187,7 @@ for S in progress.track(MEMORY_SEQS, "naive vs flash, memory and time", enabled=
         print(f"seq {S}: naive_attention ran out of GPU memory")
     timed = {m.name: m.median_ms for m in bench.compare(fns, flops=4 * B * H * S * S * D)}
     flash_ms[S], naive_ms[S] = timed["FlashAttention (reference)"], timed.get("naive PyTorch")
-    del q, k, v
+    q = k = v = None   # frees this length's tensors before the next (as del would)
 if device.ON_GPU:
     where = device.info().name
 else:
@@ -188,30 +196,37 @@ else:
     where = "an NVIDIA H200 (docs/results/h200.md)"
 
 print(f"extra peak memory, batch {B}, {H} heads, head_dim {D}, fp16, measured on {where}")
-print(f"{'seq':>6}  {'10 B per score':>15}  {'naive measured':>15}  {'flash measured':>15}  {'output':>10}")
+print(f"{'seq':>6}  {'10 B per score':>15}  {'naive measured':>15}  {'flash measured':>15}  "
+      f"{'output':>10}")
 for S in flash_peak:
     naive = f"{naive_peak[S] / 2**20:,.0f} MiB" if S in naive_peak else "out of memory"
     print(f"{S:>6}  {naive_peak_bytes(B, H, S) / 2**20:>11,.0f} MiB  {naive:>15}  "
           f"{flash_peak[S] / 2**20:>11,.0f} MiB  {B * H * S * D * 2 / 2**20:>6,.0f} MiB")
 
-fig, axes = plt.subplots(1, 2 if flash_ms else 1, figsize=(13 if flash_ms else 7, 4.5), squeeze=False)
+fig, axes = plt.subplots(1, 2 if flash_ms else 1, figsize=(13 if flash_ms else 7, 4.5),
+                         squeeze=False)
 ax = axes[0, 0]
 seqs = sorted(flash_peak)
-ax.plot(seqs, [naive_peak_bytes(B, H, S) / 2**30 for S in seqs], "-", color="gray", linewidth=8, alpha=0.3,
-        label="10 bytes per score (formula)")
-ax.plot(sorted(naive_peak), [naive_peak[S] / 2**30 for S in sorted(naive_peak)], "o-", label="naive PyTorch")
+ax.plot(seqs, [naive_peak_bytes(B, H, S) / 2**30 for S in seqs], "-", color="gray", linewidth=8,
+        alpha=0.3, label="10 bytes per score (formula)")
+ax.plot(sorted(naive_peak), [naive_peak[S] / 2**30 for S in sorted(naive_peak)], "o-",
+        label="naive PyTorch")
 ax.plot(seqs, [flash_peak[S] / 2**30 for S in seqs], "s-", label="FlashAttention (reference)")
 if device.ON_GPU:
-    ax.axhline(device.info().memory_bytes / 2**30, color="black", linewidth=1, label="this GPU's memory")
-ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="extra peak memory (GiB)",
+    ax.axhline(device.info().memory_bytes / 2**30, color="black", linewidth=1,
+               label="this GPU's memory")
+ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)",
+       ylabel="extra peak memory (GiB)",
        title=f"Attention's memory on {where}\nbatch {B}, {H} heads, head_dim {D}, fp16")
 ax.set_xscale("log", base=2)
 if flash_ms:
     ax = axes[0, 1]
-    ax.plot(sorted(s for s in naive_ms if naive_ms[s]), [naive_ms[s] for s in sorted(naive_ms) if naive_ms[s]],
-            "o-", label="naive PyTorch")
-    ax.plot(sorted(flash_ms), [flash_ms[s] for s in sorted(flash_ms)], "s-", label="FlashAttention (reference)")
-    ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="time per call (ms)",
+    naive_seqs = sorted(s for s in naive_ms if naive_ms[s])   # the lengths it ran at
+    ax.plot(naive_seqs, [naive_ms[s] for s in naive_seqs], "o-", label="naive PyTorch")
+    ax.plot(sorted(flash_ms), [flash_ms[s] for s in sorted(flash_ms)], "s-",
+            label="FlashAttention (reference)")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)",
+           ylabel="time per call (ms)",
            title=f"Attention's time on {where}\nbatch {B}, {H} heads, head_dim {D}, fp16")
     ax.set_xscale("log", base=2)
 for ax in axes[0]:
@@ -221,32 +236,32 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown] id="cell-08"
-# On an H200 the measurement matched the formula to the byte, and the reference FlashAttention's extra
-# memory was exactly its output: 4 MiB at $S = 1024$, 64 MiB at $S = 16384$ (docs/results/h200.md).
-# Time follows the bytes: the naive version writes and reads the scores several times, while
-# FlashAttention keeps them on chip. At batch 4, 32 heads, $S = 4096$, $d = 128$ in fp16, naive
-# PyTorch ran at 55 TFLOP/s on an H200 and the autotuned reference FlashAttention at 510
-# (docs/results/h200.md). The rest of the lesson builds that kernel, starting with the part that makes
-# streaming hard: the softmax.
+# On an H200 the measurement matched the formula to the byte, and the reference FlashAttention's
+# extra memory was exactly its output: 4 MiB at $S = 1024$, 64 MiB at $S = 16384$
+# (docs/results/h200.md). Time follows the bytes: the naive version writes and reads the scores
+# several times, while FlashAttention keeps them on chip. At batch 4, 32 heads, $S = 4096$, $d =
+# 128$ in fp16, naive PyTorch ran at 55 TFLOP/s on an H200 and the autotuned reference
+# FlashAttention at 510 (docs/results/h200.md). The rest of the lesson builds that kernel, starting
+# with the part that makes streaming hard: the softmax.
 #
 # ## 2. A fused softmax kernel
 #
 # $$\mathrm{softmax}(x)_j = \frac{e^{x_j}}{\sum_k e^{x_k}} = \frac{e^{x_j - m}}{\sum_k e^{x_k - m}}
 # \quad \text{for any } m .$$
 #
-# The second form is the one to compute, with $m = \max_k x_k$. Without it, $e^{x}$ overflows: float32
-# holds values up to about $3.4 \times 10^{38} \approx e^{88.7}$, so a score of 89 already gives `inf`,
-# and `inf / inf` is NaN. With it, every exponent is $\le 0$, the largest term is exactly 1, and the sum
-# lies between 1 and the row length. (fp16 is far tighter still: its largest value, 65,504, is about
-# $e^{11}$. Compute in float32 and convert only the result.)
+# The second form is the one to compute, with $m = \max_k x_k$. Without it, $e^{x}$ overflows:
+# float32 holds values up to about $3.4 \times 10^{38} \approx e^{88.7}$, so a score of 89 already
+# gives `inf`, and `inf / inf` is NaN. With it, every exponent is $\le 0$, the largest term is
+# exactly 1, and the sum lies between 1 and the row length. (fp16 is far tighter still: its largest
+# value, 65,504, is about $e^{11}$. Compute in float32 and convert only the result.)
 #
-# Computed step by step, a softmax reads the row to find $m$, reads it again to sum the exponentials,
-# and a third time to divide, writing the result: several passes over memory for a memory-bound
-# operation. A **fused** kernel gives each row to one program, which loads the whole row once into
-# registers, does all three steps there, and stores the result once: $2 \times$ the tensor's bytes of
-# traffic, the least possible. A row of `cols` elements goes in one block of `BLOCK =
-# next_power_of_2(cols)` lanes; the lanes past the end are masked, and loaded as $-\infty$ (`other=-inf`),
-# so that they cannot win the maximum and contribute $e^{-\infty} = 0$ to the sum.
+# Computed step by step, a softmax reads the row to find $m$, reads it again to sum the
+# exponentials, and a third time to divide, writing the result: several passes over memory for a
+# memory-bound operation. A **fused** kernel gives each row to one program, which loads the whole
+# row once into registers, does all three steps there, and stores the result once: $2 \times$ the
+# tensor's bytes of traffic, the least possible. A row of `cols` elements goes in one block of
+# `BLOCK = next_power_of_2(cols)` lanes; the lanes past the end are masked, and loaded as $-\infty$
+# (`other=-inf`), so that they cannot win the maximum and contribute $e^{-\infty} = 0$ to the sum.
 #
 # On an H200, the course's reference softmax moved its bytes at 0.84 times the speed of a
 # device-to-device copy at 65,536 rows of 1,000 fp16 values, and `torch.softmax` at 0.62; at 16,384
@@ -256,19 +271,20 @@ plt.show()
 #
 # Write `softmax_kernel` and its wrapper `softmax(x)`:
 #
-# - `x` is 2-D, `(rows, cols)`, `torch.float16` or `torch.float32`; the softmax runs along each row. Its
-#   rows are contiguous (stride 1 along a row) but not necessarily adjacent: pass `x.stride(0)` (the
-#   grader gives you rows of a wider tensor). Return a new tensor of `x`'s shape and dtype.
-# - One program per row, the whole row in one block. Subtract the row's maximum before `tl.exp`, and do
-#   the arithmetic in float32.
-# - Raise a `ValueError` that says what is wrong for an input that is not 2-D, and for rows longer than
-#   `MAX_SOFTMAX_COLS` (65,536; imported in the setup cell), which do not fit one program's registers.
-# - More warps for longer rows keep the GPU's memory system busy: 4 up to 2,048 columns, 8 up to 8,192,
-#   16 beyond works well (pass `num_warps=` at launch).
+# - `x` is 2-D, `(rows, cols)`, `torch.float16` or `torch.float32`; the softmax runs along each row.
+#   Its rows are contiguous (stride 1 along a row) but not necessarily adjacent: pass `x.stride(0)`
+#   (the grader gives you rows of a wider tensor). Return a new tensor of `x`'s shape and dtype.
+# - One program per row, the whole row in one block. Subtract the row's maximum before `tl.exp`, and
+#   do the arithmetic in float32.
+# - Raise a `ValueError` that says what is wrong for an input that is not 2-D, and for rows longer
+#   than `MAX_SOFTMAX_COLS` (65,536; imported in the setup cell), which do not fit one program's
+#   registers.
+# - More warps for longer rows keep the GPU's memory system busy: 4 up to 2,048 columns, 8 up to
+#   8,192, 16 beyond works well (pass `num_warps=` at launch).
 #
-# The grader checks row lengths that are not powers of two (1, 7, 1000, 4097 and others), fp16 and fp32,
-# values near $\pm 10^4$ (where forgetting the maximum overflows), rows whose values are all equal, and
-# rows of a wider tensor.
+# The grader checks row lengths that are not powers of two (1, 7, 1000, 4097 and others), fp16 and
+# fp32, values near $\pm 10^4$ (where forgetting the maximum overflows), rows whose values are all
+# equal, and rows of a wider tensor.
 
 # %% id="cell-09" nbgrader={"grade": false, "grade_id": "softmax_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/attention.py softmax_kernel solution
@@ -277,8 +293,8 @@ plt.show()
 # include: tilegym_edu/reference/attention.py softmax solution
 
 # %% [markdown] id="cell-10"
-# The grader's inputs and its definition of softmax (run in float64 on the CPU), and its checker on two
-# cases of your own:
+# The grader's inputs and its definition of softmax (run in float64 on the CPU), and its checker on
+# two cases of your own:
 
 # %% id="cell-11" nbgrader={"grade": false, "grade_id": "softmax_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def softmax_reference(x):
@@ -335,15 +351,15 @@ hidden_cases = [
     {"shape": (3, 129), "dtype": torch.float16, "layout": "row-strided", "scale": 1e4},
     {"shape": (2, 1000), "dtype": torch.float16, "rows": "equal"},
 ]
-grading.assert_correct(softmax, softmax_reference, make_softmax_inputs, hidden_cases, seeds=(11, 12),
-                       tolerances={torch.float32: 1e-5})
+grading.assert_correct(softmax, softmax_reference, make_softmax_inputs, hidden_cases,
+                       seeds=(11, 12), tolerances={torch.float32: 1e-5})
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-13"
-# **One read, one write, counted.** `traffic.count_traffic` runs your kernel in the interpreter and adds
-# up the bytes of every `tl.load` and `tl.store`: a fused softmax loads each element once and stores
-# each once. Then the timing, against `torch.softmax` and, on a GPU, a device-to-device copy of the same
-# number of bytes (the ceiling for a kernel that must read and write everything once):
+# **One read, one write, counted.** `traffic.count_traffic` runs your kernel in the interpreter and
+# adds up the bytes of every `tl.load` and `tl.store`: a fused softmax loads each element once and
+# stores each once. Then the timing, against `torch.softmax` and, on a GPU, a device-to-device copy
+# of the same number of bytes (the ceiling for a kernel that must read and write everything once):
 
 # %% id="cell-14" tags=["demo"]
 rows, cols = SOFTMAX_SHAPE
@@ -351,7 +367,8 @@ x = torch.randn(rows, cols, device=DEVICE, dtype=torch.float16)
 counted = traffic.count_traffic(softmax, x[:8])
 print(f"softmax of 8 x {cols} fp16 ({x[:8].nbytes:,} bytes): loaded {counted.loaded_bytes:,}, "
       f"stored {counted.stored_bytes:,} bytes in {counted.programs} programs")
-candidates = {"softmax (yours)": lambda: softmax(x), "torch.softmax": lambda: torch.softmax(x, dim=-1)}
+candidates = {"softmax (yours)": lambda: softmax(x),
+              "torch.softmax": lambda: torch.softmax(x, dim=-1)}
 if device.ON_GPU:
     candidates["copy (same bytes)"] = grading.copy_baseline(2 * x.nbytes)
 bench.print_table(bench.compare(candidates, bytes=2 * x.nbytes), baseline="torch.softmax")
@@ -359,10 +376,11 @@ bench.print_table(bench.compare(candidates, bytes=2 * x.nbytes), baseline="torch
 # %% [markdown] id="cell-15"
 # ## Exercise 2 (2 points, needs a GPU): near copy bandwidth
 #
-# Your `softmax` on 65,536 rows of 1,000 fp16 values, timed against a device-to-device copy of the same
-# number of bytes (read plus written), interleaved in this process, with the outputs of the timed runs
-# checked. The threshold and the H200 figure it was set from are printed. If you fall short: are you
-# launching with enough warps for the block? Is the row read from memory exactly once?
+# Your `softmax` on 65,536 rows of 1,000 fp16 values, timed against a device-to-device copy of the
+# same number of bytes (read plus written), interleaved in this process, with the outputs of the
+# timed runs checked. The threshold and the H200 figure it was set from are printed. If you fall
+# short: are you launching with enough warps for the block? Is the row read from memory exactly
+# once?
 
 # %% id="cell-16" nbgrader={"grade": true, "grade_id": "test_softmax_bandwidth", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2: softmax moves its bytes at a good fraction of copy bandwidth (GPU only).
@@ -376,64 +394,64 @@ grading.assert_bandwidth_fraction(softmax, input_sets, softmax_reference, torch.
 # %% [markdown] id="cell-17"
 # ## 3. The online softmax
 #
-# Your softmax holds a whole row in one program. In attention a row of scores is $S$ values long, and
-# producing it at all is what we want to avoid: the scores of a query come out of `tl.dot` one *block of
-# keys* at a time, and to keep them on chip we must consume each block before computing the next. But the
-# softmax seems to need the row's maximum before it can exponentiate anything, and the sum of all the
-# exponentials before it can divide.
+# Your softmax holds a whole row in one program. In attention a row of scores is $S$ values long,
+# and producing it at all is what we want to avoid: the scores of a query come out of `tl.dot` one
+# *block of keys* at a time, and to keep them on chip we must consume each block before computing
+# the next. But the softmax seems to need the row's maximum before it can exponentiate anything, and
+# the sum of all the exponentials before it can divide.
 #
-# The **online softmax** (Milakov and Gimelshein, 2018) gets around both with two running numbers per
-# row: $m$, the maximum of the values seen so far, and $\ell = \sum e^{x - m}$ over the values seen so
-# far, *relative to the current* $m$. When a new block $x^{(j)}$ arrives:
+# The **online softmax** (Milakov and Gimelshein, 2018) gets around both with two running numbers
+# per row: $m$, the maximum of the values seen so far, and $\ell = \sum e^{x - m}$ over the values
+# seen so far, *relative to the current* $m$. When a new block $x^{(j)}$ arrives:
 #
 # $$m_\text{new} = \max\big(m,\ \max_k x^{(j)}_k\big), \qquad
 # \ell_\text{new} = \ell \cdot e^{\,m - m_\text{new}} + \sum_k e^{\,x^{(j)}_k - m_\text{new}} .$$
 #
 # The factor $e^{m - m_\text{new}} \le 1$ *rescales* the old sum to the new maximum: each old term
-# $e^{x - m}$ becomes $e^{x - m} e^{m - m_\text{new}} = e^{x - m_\text{new}}$. So after the last block
-# $m$ is the row's maximum and $\ell = \sum_k e^{x_k - m}$ exactly, every exponent was $\le 0$ (nothing
-# overflows), and each block was seen once. $m$ starts at $-\infty$ and $\ell$ at 0.
+# $e^{x - m}$ becomes $e^{x - m} e^{m - m_\text{new}} = e^{x - m_\text{new}}$. So after the last
+# block $m$ is the row's maximum and $\ell = \sum_k e^{x_k - m}$ exactly, every exponent was $\le 0$
+# (nothing overflows), and each block was seen once. $m$ starts at $-\infty$ and $\ell$ at 0.
 #
-# One trap, which attention's masks walk into: a row whose first blocks are entirely $-\infty$ (masked
-# scores) still has $m = -\infty$ after them, and then $m - m_\text{new} = -\infty - (-\infty)$ is NaN.
-# Such a row has seen nothing yet: where $m_\text{new} = -\infty$, subtract 0 instead of $m_\text{new}$
-# (every term is then $e^{-\infty} = 0$, and $\ell$ stays 0).
+# One trap, which attention's masks walk into: a row whose first blocks are entirely $-\infty$
+# (masked scores) still has $m = -\infty$ after them, and then $m - m_\text{new} = -\infty -
+# (-\infty)$ is NaN. Such a row has seen nothing yet: where $m_\text{new} = -\infty$, subtract 0
+# instead of $m_\text{new}$ (every term is then $e^{-\infty} = 0$, and $\ell$ stays 0).
 #
 # ## Exercise 3 (2 points): online softmax statistics
 #
-# Write `softmax_stats(blocks)` in plain PyTorch (this one is not a kernel, and it is graded everywhere).
-# `blocks` is an iterable of the column blocks of one `(rows, cols)` float64 matrix, in order, each a
-# `(rows, block_cols)` tensor (the last one may be narrower). Return `(m, l)`: two `(rows,)` tensors,
-# the maximum of each row and $\ell = \sum_k e^{x_k - m}$ for each row.
+# Write `softmax_stats(blocks)` in plain PyTorch (this one is not a kernel, and it is graded
+# everywhere). `blocks` is an iterable of the column blocks of one `(rows, cols)` float64 matrix, in
+# order, each a `(rows, block_cols)` tensor (the last one may be narrower). Return `(m, ell)`: two
+# `(rows,)` tensors, the maximum of each row and $\ell = \sum_k e^{x_k - m}$ for each row.
 #
-# **One pass, streaming.** The grader hands you the blocks from a stream that fails if you iterate it a
-# second time, or if you keep a block after you have asked for the one after next: keep the running
-# statistics, not the blocks (no `torch.cat`, no `list(blocks)`). It uses values of $10^3$ to $10^4$
-# (where a sum without the maximum overflows even in float64), rows whose first blocks are all $-\infty$,
-# a single block, and blocks narrower at the end; it compares with `torch.logsumexp`.
+# **One pass, streaming.** The grader hands you the blocks from a stream that fails if you iterate
+# it a second time, or if you keep a block after you have asked for the one after next: keep the
+# running statistics, not the blocks (no `torch.cat`, no `list(blocks)`). It uses values of $10^3$
+# to $10^4$ (where a sum without the maximum overflows even in float64), rows whose first blocks are
+# all $-\infty$, a single block, and blocks narrower at the end; it compares with `torch.logsumexp`.
 
 # %% id="cell-18" nbgrader={"grade": false, "grade_id": "online_softmax_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def softmax_stats(blocks):
-    """(m, l) of the rows of a (rows, cols) matrix given as its column blocks, in order, each
-    block seen once: m (rows,) the row maxima, l (rows,) the sums of exp(x - m)."""
+    """(m, ell) of the rows of a (rows, cols) matrix given as its column blocks, in order, each
+    block seen once: m (rows,) the row maxima, ell (rows,) the sums of exp(x - m)."""
     ### BEGIN SOLUTION
-    m = l = None
+    m = ell = None
     for block in blocks:
         block_max = block.amax(dim=1)
         if m is None:
             m = torch.full_like(block_max, -math.inf)
-            l = torch.zeros_like(block_max)
+            ell = torch.zeros_like(block_max)
         m_new = torch.maximum(m, block_max)
-        # rows that have seen only -inf keep m = -inf and l = 0: subtract 0 for them, not -inf
+        # rows that have seen only -inf keep m = -inf and ell = 0: subtract 0 for them, not -inf
         shift = torch.where(m_new == -math.inf, 0.0, m_new)
-        l = l * torch.exp(m - shift) + torch.exp(block - shift[:, None]).sum(dim=1)
+        ell = ell * torch.exp(m - shift) + torch.exp(block - shift[:, None]).sum(dim=1)
         m = m_new
-    return m, l
+    return m, ell
     ### END SOLUTION
 
 # %% [markdown] id="cell-19"
-# The stream the grader uses, and a first check: the statistics give the softmax of a row that was never
-# held whole (each value's weight is $e^{x - m} / \ell$).
+# The stream the grader uses, and a first check: the statistics give the softmax of a row that was
+# never held whole (each value's weight is $e^{x - m} / \ell$).
 
 # %% id="cell-20" nbgrader={"grade": false, "grade_id": "online_softmax_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 class StreamedBlocks:
@@ -453,12 +471,13 @@ class StreamedBlocks:
         return self._stream()
 
     def _stream(self):
-        given = []                                    # weak references: they do not keep blocks alive
+        given = []   # weak references: they do not keep blocks alive
         for start in range(0, self.x.shape[1], self.block_cols):
             for i, ref in enumerate(given[:-1]):
                 if ref() is not None:
-                    raise AssertionError(f"block {i} was still referenced when block {len(given)} was "
-                                         "requested: keep running statistics, not the blocks")
+                    raise AssertionError(f"block {i} was still referenced when block "
+                                         f"{len(given)} was requested: keep running statistics, "
+                                         "not the blocks")
             block = self.x[:, start:start + self.block_cols].clone()
             given.append(weakref.ref(block))
             self.handed_out += 1
@@ -466,8 +485,8 @@ class StreamedBlocks:
 
 
 x = torch.randn(3, 1000, dtype=torch.float64) * 1e3
-m, l = softmax_stats(StreamedBlocks(x, 128))
-streamed = torch.exp(x - m[:, None]) / l[:, None]
+m, ell = softmax_stats(StreamedBlocks(x, 128))
+streamed = torch.exp(x - m[:, None]) / ell[:, None]
 print("softmax from the streamed statistics against torch.softmax: relative error",
       f"{check.relative_error(streamed, torch.softmax(x, dim=1)):.1e}")
 
@@ -476,19 +495,23 @@ print("softmax from the streamed statistics against torch.softmax: relative erro
 def check_stats(x, block_cols, what):
     rows, cols = x.shape
     blocks = StreamedBlocks(x, block_cols)
-    m, l = softmax_stats(blocks)
+    m, ell = softmax_stats(blocks)
     n_blocks = triton.cdiv(cols, block_cols)
     where = f"{what}: {rows} x {cols}, blocks of {block_cols}"
-    assert blocks.handed_out == n_blocks, f"{where}: read {blocks.handed_out} of the {n_blocks} blocks"
-    for name, t in (("m", m), ("l", l)):
+    assert blocks.handed_out == n_blocks, (
+        f"{where}: read {blocks.handed_out} of the {n_blocks} blocks")
+    for name, t in (("m", m), ("ell", ell)):
         assert isinstance(t, torch.Tensor) and t.shape == (rows,) and t.dtype == torch.float64, \
             f"{where}: {name} must be a float64 tensor of shape ({rows},), got {t!r:.80}"
     m_ref = x.amax(dim=1)
-    l_ref = torch.exp(torch.logsumexp(x, dim=1) - m_ref)
-    assert torch.equal(m, m_ref), f"{where}: m is not the row maximum (first row: {m[0]} vs {m_ref[0]})"
-    error = ((l - l_ref).abs() / l_ref).max().item() if torch.isfinite(l).all() else math.inf
-    assert error <= 1e-9, (f"{where}: l differs from sum(exp(x - m)) by up to {error:.3g} (relative); "
-                           f"first row: {l[0].item():.6g}, expected {l_ref[0].item():.6g}")
+    ell_ref = torch.exp(torch.logsumexp(x, dim=1) - m_ref)
+    assert torch.equal(m, m_ref), (
+        f"{where}: m is not the row maximum (first row: {m[0]} vs {m_ref[0]})")
+    error = (((ell - ell_ref).abs() / ell_ref).max().item() if torch.isfinite(ell).all()
+             else math.inf)
+    assert error <= 1e-9, (f"{where}: ell differs from sum(exp(x - m)) by up to {error:.3g} "
+                           f"(relative); first row: {ell[0].item():.6g}, "
+                           f"expected {ell_ref[0].item():.6g}")
 
 
 generator = torch.Generator().manual_seed(0)
@@ -514,7 +537,8 @@ for x, block_cols, what in [
 hidden = randn(2, 129) * 1e4
 hidden[0, :64] = -math.inf
 for x, block_cols, what in [
-        (torch.sort(randn(6, 50) * 1e4, dim=1, descending=True).values, 50, "descending, one block"),
+        (torch.sort(randn(6, 50) * 1e4, dim=1, descending=True).values, 50,
+         "descending, one block"),
         (hidden, 64, "values of 1e4 after an -inf block"),
         (randn(3, 77) * 5e3 + 1e4, 10, "large offset")]:
     check_stats(x, block_cols, what)
@@ -522,13 +546,13 @@ for x, block_cols, what in [
 print("softmax_stats matches torch.logsumexp on every case, in one streaming pass")
 
 # %% [markdown] id="cell-22"
-# **From statistics to attention.** Attention needs more than $m$ and $\ell$: it needs
-# $\sum_k \mathrm{softmax}(s)_k\, v_k = \frac{1}{\ell} \sum_k e^{s_k - m} v_k$ for each query. The same
-# trick works for the vector sum: keep an *accumulator* $\text{acc} = \sum e^{s_k - m} v_k$ relative to
-# the current maximum, multiply it by the same factor $\alpha = e^{m - m_\text{new}}$ whenever the maximum
-# grows, and divide by $\ell$ once, at the very end. Here is the whole algorithm for one head, in plain
-# PyTorch, taking keys and values one block at a time; it never holds more than a `(seq, block)` slice of
-# the scores:
+# **From statistics to attention.** Attention needs more than $m$ and $\ell$: it needs $\sum_k
+# \mathrm{softmax}(s)_k\, v_k = \frac{1}{\ell} \sum_k e^{s_k - m} v_k$ for each query. The same
+# trick works for the vector sum: keep an *accumulator* $\text{acc} = \sum e^{s_k - m} v_k$ relative
+# to the current maximum, multiply it by the same factor $\alpha = e^{m - m_\text{new}}$ whenever
+# the maximum grows, and divide by $\ell$ once, at the very end. Here is the whole algorithm for one
+# head, in plain PyTorch, taking keys and values one block at a time; it never holds more than a
+# `(seq, block)` slice of the scores:
 
 # %% id="cell-23"
 def blockwise_attention(q, k, v, block):
@@ -536,41 +560,43 @@ def blockwise_attention(q, k, v, block):
     taken `block` rows at a time: the online softmax with an output accumulator."""
     seq, d = q.shape
     m = torch.full((seq,), -math.inf, dtype=q.dtype)     # running maximum of each query's scores
-    l = torch.zeros(seq, dtype=q.dtype)                   # running sum of exp(score - m)
+    ell = torch.zeros(seq, dtype=q.dtype)                 # running sum of exp(score - m)
     acc = torch.zeros_like(q)                             # running sum of exp(score - m) * v
     for start in range(0, seq, block):
         s = q @ k[start:start + block].T / math.sqrt(d)   # (seq, block): this block's scores only
         m_new = torch.maximum(m, s.amax(dim=1))
         alpha = torch.exp(m - m_new)                      # rescales everything summed so far
         p = torch.exp(s - m_new[:, None])
-        l = l * alpha + p.sum(dim=1)
+        ell = ell * alpha + p.sum(dim=1)
         acc = acc * alpha[:, None] + p @ v[start:start + block]
         m = m_new
-    return acc / l[:, None]
+    return acc / ell[:, None]
 
 
 q, k, v = (torch.randn(1, 1, 300, 64, dtype=torch.float64) for _ in range(3))
-print("blockwise attention (blocks of 64) against the definition: relative error",
-      f"{check.relative_error(blockwise_attention(q[0, 0], k[0, 0], v[0, 0], 64), attention_reference(q, k, v)[0, 0]):.1e}")
+error = check.relative_error(blockwise_attention(q[0, 0], k[0, 0], v[0, 0], 64),
+                             attention_reference(q, k, v)[0, 0])
+print(f"blockwise attention (blocks of 64) against the definition: relative error {error:.1e}")
 
 # %% [markdown] id="cell-24"
 # ## 4. FlashAttention forward in Triton
 #
-# FlashAttention is `blockwise_attention` turned inside out for a GPU: instead of all queries at once
-# and a Python loop over key blocks, **one program per block of `BLOCK_M` queries of one (batch, head)**,
-# each looping over the key and value blocks itself. The grid is `(cdiv(seq, BLOCK_M), batch * heads)`:
-# `tl.program_id(0)` picks the query block, `tl.program_id(1)` the batch and head. A program:
+# FlashAttention is `blockwise_attention` turned inside out for a GPU: instead of all queries at
+# once and a Python loop over key blocks, **one program per block of `BLOCK_M` queries of one
+# (batch, head)**, each looping over the key and value blocks itself. The grid is `(cdiv(seq,
+# BLOCK_M), batch * heads)`: `tl.program_id(0)` picks the query block, `tl.program_id(1)` the batch
+# and head. A program:
 #
 # 1. loads its `BLOCK_M` × `head_dim` block of `q` **once**, and sets up its state in registers:
 #    `acc` (`BLOCK_M` × `head_dim`, float32, zeros), `l_i` (zeros) and `m_i` ($-\infty$);
-# 2. for each block of `BLOCK_N` keys: loads the `k` block, computes the `BLOCK_M` × `BLOCK_N` scores
-#    with `tl.dot(q, tl.trans(k))`, updates `m_i`, `l_i` and `acc` exactly as `blockwise_attention`
-#    does, loading the `v` block for `acc`'s `tl.dot`;
+# 2. for each block of `BLOCK_N` keys: loads the `k` block, computes the `BLOCK_M` × `BLOCK_N`
+#    scores with `tl.dot(q, tl.trans(k))`, updates `m_i`, `l_i` and `acc` exactly as
+#    `blockwise_attention` does, loading the `v` block for `acc`'s `tl.dot`;
 # 3. divides `acc` by `l_i` and **stores the output block: the only store of the kernel**.
 #
-# The scores exist only as a `BLOCK_M` × `BLOCK_N` tile in registers. Each program reads `q` once and the
-# rows of `k` and `v` its queries may see; a tile of `k` or `v` loaded once serves `BLOCK_M` queries, the same reuse that made
-# lesson 02's tiled matmul fast.
+# The scores exist only as a `BLOCK_M` × `BLOCK_N` tile in registers. Each program reads `q` once
+# and the rows of `k` and `v` its queries may see; a tile of `k` or `v` loaded once serves `BLOCK_M`
+# queries, the same reuse that made lesson 02's tiled matmul fast.
 #
 # **Details that matter:**
 #
@@ -578,78 +604,81 @@ print("blockwise attention (blocks of 64) against the definition: relative error
 #   $\log_2 e / \sqrt d$ into one scale, `qk_scale = LOG2E / sqrt(head_dim)` (`LOG2E` is imported),
 #   multiplies the scores by it, keeps `m_i` in the same base-2 units, and uses `tl.math.exp2`
 #   everywhere: the same softmax with no extra multiply.
-# - **Keys past the end.** When `seq` is not a multiple of `BLOCK_N`, the last key block reaches past
-#   the end. Mask its loads (`other=0.0`) *and* set those scores to $-\infty$ with `tl.where`: a key
-#   loaded as zeros has score 0, not $-\infty$, and would get a weight.
-# - **Queries past the end.** The last query block may hang over the end too: load those rows as zeros
-#   (their scores are all 0, harmless) and do not store them.
-# - **Causal.** Query $i$ may see keys $j \le i$ only. For the query block starting at row
-#   `start_m * BLOCK_M`, key blocks entirely before that row need no mask at all; blocks between
-#   `start_m * BLOCK_M` and `(start_m + 1) * BLOCK_M` cross the diagonal and need the mask
-#   `offs_m[:, None] >= cols[None, :]`; blocks after that are entirely masked and are **skipped**, which
-#   is where causal attention saves half the work. (So that the diagonal starts on a key-block
-#   boundary, `BLOCK_M` must be a multiple of `BLOCK_N`.)
-# - **Masks cost time.** Most key blocks need no mask (all but the last without causal, all before the
-#   diagonal with it). The reference writes the loop body once, as a `@triton.jit` function
-#   `attention_blocks` with a `MASKED: tl.constexpr` flag, and calls it twice: once over the unmasked
-#   blocks, once over the masked ones. The compiler generates the two loops separately, and the hot one
-#   has no mask arithmetic.
+# - **Keys past the end.** When `seq` is not a multiple of `BLOCK_N`, the last key block reaches
+#   past the end. Mask its loads (`other=0.0`) *and* set those scores to $-\infty$ with `tl.where`:
+#   a key loaded as zeros has score 0, not $-\infty$, and would get a weight.
+# - **Queries past the end.** The last query block may hang over the end too: load those rows as
+#   zeros (their scores are all 0, harmless) and do not store them.
+# - **Causal.** Query $i$ may see keys $j \le i$ only. For the query block starting at row `start_m
+#   * BLOCK_M`, key blocks entirely before that row need no mask at all; blocks between `start_m *
+#   BLOCK_M` and `(start_m + 1) * BLOCK_M` cross the diagonal and need the mask `offs_m[:, None] >=
+#   cols[None, :]`; blocks after that are entirely masked and are **skipped**, which is where causal
+#   attention saves half the work. (So that the diagonal starts on a key-block boundary, `BLOCK_M`
+#   must be a multiple of `BLOCK_N`.)
+# - **Masks cost time.** Most key blocks need no mask (all but the last without causal, all before
+#   the diagonal with it). The reference writes the loop body once, as a `@triton.jit` function
+#   `attention_blocks` with a `MASKED: tl.constexpr` flag, and calls it twice: once over the
+#   unmasked blocks, once over the masked ones. The compiler generates the two loops separately, and
+#   the hot one has no mask arithmetic.
 # - **Strides.** Pass each tensor's batch, head and sequence strides: the grader uses views of
-#   `(batch, seq, heads, head_dim)` tensors (`.transpose(1, 2)`, the layout a projection produces) and
-#   keys and values with their own head strides. The last dimension is contiguous (stride 1): the
-#   validator refuses anything else.
+#   `(batch, seq, heads, head_dim)` tensors (`.transpose(1, 2)`, the layout a projection produces)
+#   and keys and values with their own head strides. The last dimension is contiguous (stride 1):
+#   the validator refuses anything else.
 #
-# **Tuning.** The best `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages` depend on the GPU, the head
-# dimension, the dtype and causality. Lesson 03's `tilegym_edu.tune.autotune` picks them: it times the
-# candidates of a search space on your problem, interleaved, drops clear losers early, and caches the
-# winner per GPU and problem. The search space for attention comes from the reference module,
-# `ATTENTION_SPACE`: a default (level 0), five more candidates worth trying on any GPU (level 1), and a
-# full grid (level 2) with a pruning rule that throws out, before compiling anything, the tiles that
-# cannot fit this GPU's shared memory or registers. In the interpreter there is nothing to time, and
-# `autotune` returns the default (`BLOCK_M=128, BLOCK_N=64`).
+# **Tuning.** The best `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages` depend on the GPU, the
+# head dimension, the dtype and causality. Lesson 03's `tilegym_edu.tune.autotune` picks them: it
+# times the candidates of a search space on your problem, interleaved, drops clear losers early, and
+# caches the winner per GPU and problem. The search space for attention comes from the reference
+# module, `ATTENTION_SPACE`: a default (level 0), five more candidates worth trying on any GPU
+# (level 1), and a full grid (level 2) with a pruning rule that throws out, before compiling
+# anything, the tiles that cannot fit this GPU's shared memory or registers. In the interpreter
+# there is nothing to time, and `autotune` returns the default (`BLOCK_M=128, BLOCK_N=64`).
 
 # %% id="cell-25"
 print("level 0, the default:", ATTENTION_SPACE.default)
 for config in ATTENTION_SPACE.configs(1)[1:]:
     print("level 1 adds:        ", config)
-resources = tune.Resources.of_gpu() or tune.Resources(shared_bytes=232_448)   # an H200's without a GPU
-problem = attention_problem(torch.empty(BATCH, HEADS, FOCUS_SEQ, HEAD_DIM, dtype=torch.float16), causal=False)
+# this GPU's resources, or an H200's without a GPU
+resources = tune.Resources.of_gpu() or tune.Resources(shared_bytes=232_448)
+problem = attention_problem(torch.empty(BATCH, HEADS, FOCUS_SEQ, HEAD_DIM, dtype=torch.float16),
+                            causal=False)
 kept, pruned = ATTENTION_SPACE.candidates(2, problem, resources)
 print(f"\nlevel 2 for {problem}: {len(kept)} candidates kept, {len(pruned)} pruned, e.g.")
 for config, why in pruned[::max(1, len(pruned) // 4)]:
     print(f"  {config}: {why}")
 
 # %% [markdown] id="cell-26"
-# On an H200 the level-1 search chose `BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3` for all four
-# problems measured (head_dim 64 and 128, causal and not, $S = 4096$), and gained 4% over the default at
-# head_dim 128, non-causal (docs/results/h200.md).
+# On an H200 the level-1 search chose `BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3` for all
+# four problems measured (head_dim 64 and 128, causal and not, $S = 4096$), and gained 4% over the
+# default at head_dim 128, non-causal (docs/results/h200.md).
 #
 # ## Exercises 4, 5, 6 (4 + 3 + 2 points): FlashAttention forward
 #
 # Write `flash_attention(q, k, v, causal=False, config=None, level=1)` and the kernels behind it:
 #
-# - `q`, `k`, `v`: `(batch, heads, seq, head_dim)`, one shape, one dtype (`float16` or `float32`, and
-#   `bfloat16` on a GPU), `head_dim` 16, 32, 64 or 128, any strides with the last dimension contiguous.
-#   Call `check_attention_inputs(q, k, v)` first (imported: it raises a `ValueError` that says what to
-#   change). Return a new tensor of `q`'s shape and dtype: $\mathrm{softmax}(qk^\top/\sqrt{d})\,v$,
-#   causal if asked, with the scores in float32.
-# - `config`: a `Config` with `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages`. Use it exactly when
-#   given (the grader passes small blocks, and counts your memory traffic with them); when it is `None`,
-#   take `autotune(flash_attention_kernel, attention_problem(q, causal), ATTENTION_SPACE, launch,
-#   level=level).config`, where `launch(config)` runs your kernel once on these inputs. `launch_attention`
-#   is there for that.
-# - The kernel stores the output and nothing else; it loads each `q` block once and, in each program,
-#   each `k` and `v` block at most once; causal programs skip the key blocks after the diagonal.
+# - `q`, `k`, `v`: `(batch, heads, seq, head_dim)`, one shape, one dtype (`float16` or `float32`,
+#   and `bfloat16` on a GPU), `head_dim` 16, 32, 64 or 128, any strides with the last dimension
+#   contiguous. Call `check_attention_inputs(q, k, v)` first (imported: it raises a `ValueError`
+#   that says what to change). Return a new tensor of `q`'s shape and dtype:
+#   $\mathrm{softmax}(qk^\top/\sqrt{d})\,v$, causal if asked, with the scores in float32.
+# - `config`: a `Config` with `BLOCK_M`, `BLOCK_N`, `num_warps` and `num_stages`. Use it exactly
+#   when given (the grader passes small blocks, and counts your memory traffic with them); when it
+#   is `None`, take `autotune(flash_attention_kernel, attention_problem(q, causal), ATTENTION_SPACE,
+#   launch, level=level).config`, where `launch(config)` runs your kernel once on these inputs.
+#   `launch_attention` is there for that.
+# - The kernel stores the output and nothing else; it loads each `q` block once and, in each
+#   program, each `k` and `v` block at most once; causal programs skip the key blocks after the
+#   diagonal.
 #
-# The cell below has the reference's structure: `attention_blocks` (the loop over a range of key blocks,
-# masked or not), `flash_attention_kernel` (one program's work), `launch_attention` (grid and strides)
-# and `flash_attention`. The grader calls only `flash_attention`, so you may organise the kernels your own
-# way. It checks (Exercise 4) lengths that are not multiples of any block (1, 37, 130, 200, ...),
-# head_dim 16 to 128, several batches and heads, fp16 and fp32, transposed and head-strided views, and
-# scores around $10^3$, where any exponential without the maximum subtracted overflows; (Exercise 5)
-# the same with `causal=True`; (Exercise 6) the bytes your kernel loads and stores, counted in the
-# interpreter. During grading PyTorch may only allocate, view and copy: `F.scaled_dot_product_attention`
-# or the reference fails every exercise.
+# The cell below has the reference's structure: `attention_blocks` (the loop over a range of key
+# blocks, masked or not), `flash_attention_kernel` (one program's work), `launch_attention` (grid
+# and strides) and `flash_attention`. The grader calls only `flash_attention`, so you may organise
+# the kernels your own way. It checks (Exercise 4) lengths that are not multiples of any block (1,
+# 37, 130, 200, ...), head_dim 16 to 128, several batches and heads, fp16 and fp32, transposed and
+# head-strided views, and scores around $10^3$, where any exponential without the maximum subtracted
+# overflows; (Exercise 5) the same with `causal=True`; (Exercise 6) the bytes your kernel loads and
+# stores, counted in the interpreter. During grading PyTorch may only allocate, view and copy:
+# `F.scaled_dot_product_attention` or the reference fails every exercise.
 
 # %% id="cell-27" nbgrader={"grade": false, "grade_id": "flash_attention_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/attention.py attention_blocks solution
@@ -669,8 +698,8 @@ def make_attention_inputs(case, generator):
     standard normal on the lesson's device, causal = case.get("causal", False), and config from
     case["blocks"] = (BLOCK_M, BLOCK_N) (None without: the tuner's choice).
     case["layout"]: "bshd" makes each of q, k, v a .transpose(1, 2) view of a (batch, seq, heads,
-    head_dim) tensor; "kv-strided" takes k and v as every other head of a tensor with twice the heads.
-    case["scale"] multiplies q and k: 32 gives scores of about 1e3."""
+    head_dim) tensor; "kv-strided" takes k and v as every other head of a tensor with twice the
+    heads. case["scale"] multiplies q and k: 32 gives scores of about 1e3."""
     B, H, S, D, dtype = case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"]
     layout, scale = case.get("layout", "contiguous"), case.get("scale", 1.0)
 
@@ -682,45 +711,54 @@ def make_attention_inputs(case, generator):
         return check.random_tensor((B, H, S, D), dtype, generator, s)
 
     blocks = case.get("blocks")
-    config = Config(BLOCK_M=blocks[0], BLOCK_N=blocks[1], num_warps=4, num_stages=2) if blocks else None
-    return (tensor(scale, False), tensor(scale, True), tensor(1.0, True), case.get("causal", False), config)
+    config = (Config(BLOCK_M=blocks[0], BLOCK_N=blocks[1], num_warps=4, num_stages=2)
+              if blocks else None)
+    return (tensor(scale, False), tensor(scale, True), tensor(1.0, True),
+            case.get("causal", False), config)
 
 
-for result in check.check(flash_attention, attention_reference, make_attention_inputs, seeds=[0], cases=[
+for result in check.check(flash_attention, attention_reference, make_attention_inputs,
+                          seeds=[0], cases=[
         {"batch": 2, "heads": 2, "seq": 100, "head_dim": 64, "dtype": torch.float16},
         {"batch": 1, "heads": 2, "seq": 70, "head_dim": 32, "dtype": torch.float32, "causal": True,
          "layout": "bshd", "blocks": (32, 16)}]):
     print(result.describe())
 
 # %% id="cell-29" nbgrader={"grade": true, "grade_id": "test_flash_attention_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-# Exercise 4: flash_attention (non-causal) is correct on odd lengths, head_dim 16 to 128, batches and
-# heads, fp16 and fp32, strided views, its own and the grader's block sizes, and huge scores.
+# Exercise 4: flash_attention (non-causal) is correct on odd lengths, head_dim 16 to 128, batches
+# and heads, fp16 and fp32, strided views, its own and the grader's block sizes, and huge scores.
 cases = [
     {"batch": 1, "heads": 1, "seq": 1, "head_dim": 64, "dtype": torch.float32},
     {"batch": 2, "heads": 2, "seq": 37, "head_dim": 64, "dtype": torch.float16},
     {"batch": 1, "heads": 1, "seq": 130, "head_dim": 128, "dtype": torch.float32},
     {"batch": 1, "heads": 2, "seq": 200, "head_dim": 32, "dtype": torch.float16, "layout": "bshd"},
-    {"batch": 1, "heads": 2, "seq": 50, "head_dim": 16, "dtype": torch.float16, "layout": "kv-strided",
-     "blocks": (32, 16)},
+    {"batch": 1, "heads": 2, "seq": 50, "head_dim": 16, "dtype": torch.float16,
+     "layout": "kv-strided", "blocks": (32, 16)},
     {"batch": 1, "heads": 1, "seq": 130, "head_dim": 64, "dtype": torch.float16, "scale": 32.0},
 ]
-grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases, seeds=(0, 1))
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases,
+                       seeds=(0, 1))
 q = torch.randn(1, 2, 16, 64, device=DEVICE)
-for args, why in [((q, q, q[:, :1]), "v with another shape"), ((q, q.transpose(2, 3).contiguous().transpose(2, 3), q),
-                                                                "k with a non-contiguous last dimension")]:
+for args, why in [((q, q, q[:, :1]), "v with another shape"),
+                  ((q, q.transpose(2, 3).contiguous().transpose(2, 3), q),
+                   "k with a non-contiguous last dimension")]:
     try:
         flash_attention(*args)
     except ValueError:
         pass
     else:
-        raise AssertionError(f"flash_attention accepted {why}: call check_attention_inputs(q, k, v)")
+        raise AssertionError(f"flash_attention accepted {why}: "
+                             "call check_attention_inputs(q, k, v)")
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
-    {"batch": 1, "heads": 1, "seq": 77, "head_dim": 128, "dtype": torch.float16, "layout": "bshd", "scale": 32.0},
-    {"batch": 2, "heads": 1, "seq": 100, "head_dim": 32, "dtype": torch.float32, "blocks": (64, 32)},
+    {"batch": 1, "heads": 1, "seq": 77, "head_dim": 128, "dtype": torch.float16, "layout": "bshd",
+     "scale": 32.0},
+    {"batch": 2, "heads": 1, "seq": 100, "head_dim": 32, "dtype": torch.float32,
+     "blocks": (64, 32)},
     {"batch": 1, "heads": 3, "seq": 2, "head_dim": 16, "dtype": torch.float16},
 ]
-grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases, seeds=(11,))
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases,
+                       seeds=(11,))
 ### END HIDDEN TESTS
 
 # %% id="cell-30" nbgrader={"grade": true, "grade_id": "test_flash_attention_causal", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
@@ -728,36 +766,43 @@ grading.assert_correct(flash_attention, attention_reference, make_attention_inpu
 cases = [
     {"batch": 1, "heads": 1, "seq": 1, "head_dim": 64, "dtype": torch.float32, "causal": True},
     {"batch": 2, "heads": 2, "seq": 37, "head_dim": 64, "dtype": torch.float16, "causal": True},
-    {"batch": 1, "heads": 1, "seq": 200, "head_dim": 128, "dtype": torch.float16, "causal": True, "layout": "bshd"},
-    {"batch": 1, "heads": 1, "seq": 70, "head_dim": 32, "dtype": torch.float32, "causal": True, "blocks": (32, 16)},
-    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 64, "dtype": torch.float16, "causal": True, "scale": 32.0},
+    {"batch": 1, "heads": 1, "seq": 200, "head_dim": 128, "dtype": torch.float16, "causal": True,
+     "layout": "bshd"},
+    {"batch": 1, "heads": 1, "seq": 70, "head_dim": 32, "dtype": torch.float32, "causal": True,
+     "blocks": (32, 16)},
+    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 64, "dtype": torch.float16, "causal": True,
+     "scale": 32.0},
 ]
-grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases, seeds=(0, 1))
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, cases,
+                       seeds=(0, 1))
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
     {"batch": 2, "heads": 1, "seq": 150, "head_dim": 16, "dtype": torch.float16, "causal": True,
      "layout": "kv-strided", "blocks": (64, 64)},
-    {"batch": 1, "heads": 1, "seq": 64, "head_dim": 32, "dtype": torch.float32, "causal": True, "blocks": (64, 32)},
+    {"batch": 1, "heads": 1, "seq": 64, "head_dim": 32, "dtype": torch.float32, "causal": True,
+     "blocks": (64, 32)},
 ]
-grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases, seeds=(11,))
+grading.assert_correct(flash_attention, attention_reference, make_attention_inputs, hidden_cases,
+                       seeds=(11,))
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-31"
 # **Exercise 6, what the kernel may move.** Without a GPU nothing can be timed, but the bytes can be
-# counted. The check below runs your `flash_attention` at batch 1, 2 heads, $S = 256$, head_dim 64 in
-# fp16, with `BLOCK_M=64, BLOCK_N=32`, under `traffic.count_traffic`. Per head, the algorithm loads `q`
-# once ($S d e$ bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M \rceil$ programs,
-# every row of `k` and `v` that the program's queries may see: all $S$ of them without causal masking,
-# only those up to the end of its own query block with it. It stores the output once, $S d e$ bytes.
-# Your kernel must store exactly the output's bytes (anything like the $S \times S$ scores shows up at
-# once: they are 4 times the output here, in fp16), load at most 1.25 times that budget, and compute the
-# right output.
+# counted. The check below runs your `flash_attention` at batch 1, 2 heads, $S = 256$, head_dim 64
+# in fp16, with `BLOCK_M=64, BLOCK_N=32`, under `traffic.count_traffic`. Per head, the algorithm
+# loads `q` once ($S d e$ bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M
+# \rceil$ programs, every row of `k` and `v` that the program's queries may see: all $S$ of them
+# without causal masking, only those up to the end of its own query block with it. It stores the
+# output once, $S d e$ bytes. Your kernel must store exactly the output's bytes (anything like the
+# $S \times S$ scores shows up at once: they are 4 times the output here, in fp16), load at most
+# 1.25 times that budget, and compute the right output.
 
 # %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_never_writes_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 6: flash_attention stores only its output and loads no more than the algorithm needs.
 def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, causal):
     """Bytes: q once, and for each query block the k and v rows its queries may see."""
-    seen = sum(min((i + 1) * block_m, seq) if causal else seq for i in range(triton.cdiv(seq, block_m)))
+    seen = sum(min((i + 1) * block_m, seq) if causal else seq
+               for i in range(triton.cdiv(seq, block_m)))
     return batch * heads * (seq + 2 * seen) * head_dim * element_size
 
 
@@ -767,13 +812,15 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
     q, k, v, _, config = make_attention_inputs(case, torch.Generator().manual_seed(0))
     scores_bytes = batch * heads * seq * seq * q.element_size()
     for causal in (False, True):
-        budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m, causal)
+        budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m,
+                                       causal)
         grading.assert_traffic(
             flash_attention, (q, k, v, causal, config), attention_reference, dtype,
             what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
                  f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
             stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
-            store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: they must stay on chip)",
+            store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: "
+                       "they must stay on chip)",
             load_hint=": load q once per program and each k and v block once"
                       + (", and skip the key blocks after the diagonal" if causal else ""))
 
@@ -790,17 +837,19 @@ check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
 # definition:
 #
 # - **Against naive attention**, batch 1, 16 heads, $S = 4096$, head_dim 64, fp16: your speed over
-#   `naive_attention`'s, timed interleaved. (On an H200 at batch 4 and 32 heads, the reference took 1.2
-#   ms where naive PyTorch took 19.9 ms, docs/results/h200.md.)
-# - **Peak memory**: the extra GPU memory of one call at $S = 4096$ and $S = 16384$ (batch 1, 16 heads,
-#   head_dim 64) must stay within twice the output's size: memory that grows with $S$, not $S^2$.
+#   `naive_attention`'s, timed interleaved. (On an H200 at batch 4 and 32 heads, the reference took
+#   1.2 ms where naive PyTorch took 19.9 ms, docs/results/h200.md.)
+# - **Peak memory**: the extra GPU memory of one call at $S = 4096$ and $S = 16384$ (batch 1, 16
+#   heads, head_dim 64) must stay within twice the output's size: memory that grows with $S$, not
+#   $S^2$.
 # - **Against the best SDPA backend**, batch 4, 32 heads, $S = 4096$, head_dim 128, fp16: PyTorch's
-#   `F.scaled_dot_product_attention` has several backends, chosen with `torch.nn.attention.sdpa_kernel`:
-#   `FLASH_ATTENTION` (the FlashAttention-2 kernels built into PyTorch), `CUDNN_ATTENTION` (NVIDIA cuDNN's
-#   fused attention), `EFFICIENT_ATTENTION` (the memory-efficient kernel from xFormers) and `MATH` (plain
-#   operations, like the naive version). Every backend that runs on your GPU is timed, interleaved with
-#   your kernel, and your speed is compared with the fastest. On an H200 that was cuDNN, and the
-#   reference reached 0.78 of its speed (510 against 657 TFLOP/s, docs/results/h200.md).
+#   `F.scaled_dot_product_attention` has several backends, chosen with
+#   `torch.nn.attention.sdpa_kernel`: `FLASH_ATTENTION` (the FlashAttention-2 kernels built into
+#   PyTorch), `CUDNN_ATTENTION` (NVIDIA cuDNN's fused attention), `EFFICIENT_ATTENTION` (the
+#   memory-efficient kernel from xFormers) and `MATH` (plain operations, like the naive version).
+#   Every backend that runs on your GPU is timed, interleaved with your kernel, and your speed is
+#   compared with the fastest. On an H200 that was cuDNN, and the reference reached 0.78 of its
+#   speed (510 against 657 TFLOP/s, docs/results/h200.md).
 #
 # Each check tunes your kernel before timing it (the tuner's result is cached per problem). The
 # helpers below run SDPA with one backend and find the backends that can run here.
@@ -824,7 +873,8 @@ def available_sdpa_backends(q, k, v, causal=False, verbose=True, backends=SDPA_B
     for name, backend in backends.items():
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")        # PyTorch warns about each backend it cannot use
+                # PyTorch warns about each backend it cannot use
+                warnings.simplefilter("ignore")
                 sdpa(q, k, v, backend, causal)
             device.synchronize()
         except RuntimeError as error:                  # torch.cuda.OutOfMemoryError included
@@ -838,7 +888,8 @@ def available_sdpa_backends(q, k, v, causal=False, verbose=True, backends=SDPA_B
 
 
 print("SDPA backends that run here:", ", ".join(available_sdpa_backends(
-    *make_attention_inputs({"batch": 1, "heads": 2, "seq": 64, "head_dim": 64, "dtype": torch.float16},
+    *make_attention_inputs({"batch": 1, "heads": 2, "seq": 64, "head_dim": 64,
+                            "dtype": torch.float16},
                            torch.Generator().manual_seed(0))[:3], verbose=False)))
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_flash_vs_naive", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -846,39 +897,47 @@ print("SDPA backends that run here:", ", ".join(available_sdpa_backends(
 grading.require_gpu("the speedup of flash_attention over naive attention")
 limit = grading.threshold("04_flash_attention", "flash_vs_naive")
 B, H, S, D = 1, 16, 4096, 64
-input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D,
+                                     "dtype": torch.float16},
                                     torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
-flash_attention(*input_sets[0])        # tune first (cached): the timed calls run the chosen configuration
-grading.assert_speedup(flash_attention, naive_attention, input_sets, attention_reference, torch.float16,
-                       limit, flops=4 * B * H * S * S * D)
+# tune first (cached): the timed calls run the chosen configuration
+flash_attention(*input_sets[0])
+grading.assert_speedup(flash_attention, naive_attention, input_sets, attention_reference,
+                       torch.float16, limit, flops=4 * B * H * S * S * D)
 
 # %% id="cell-36" nbgrader={"grade": true, "grade_id": "test_peak_memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 7b: one call of flash_attention needs memory for its output, not for the scores (GPU only).
+# Exercise 7b: one call of flash_attention needs memory for its output, not for the scores
+# (GPU only).
 grading.require_gpu("the peak memory of flash_attention")
 B, H, D = 1, 16, 64
 for S in (4096, 16384):
-    q, k, v, *_ = make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+    q, k, v, *_ = make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D,
+                                         "dtype": torch.float16},
                                         torch.Generator().manual_seed(S))
-    flash_attention(q, k, v)           # tune first: the tuner's timing buffers are not the kernel's memory
+    # tune first: the tuner's timing buffers are not the kernel's memory
+    flash_attention(q, k, v)
     extra, out = peak_extra_bytes(lambda: grading.guarded_call(flash_attention, (q, k, v)))
     output_bytes, scores_bytes = q.numel() * q.element_size(), B * H * S * S * q.element_size()
-    print(f"seq {S:>5}: extra peak memory {extra / 2**20:,.1f} MiB, output {output_bytes / 2**20:,.1f} MiB "
+    print(f"seq {S:>5}: extra peak memory {extra / 2**20:,.1f} MiB, "
+          f"output {output_bytes / 2**20:,.1f} MiB "
           f"(the fp16 scores alone would take {scores_bytes / 2**30:,.1f} GiB)")
     rows = slice(None, None, S // 256)  # check 256 queries of 2 heads against the definition
     expected = attention_reference(*(t[:, :2].double().cpu() for t in (q[:, :, rows], k, v)))
     passed, _, message = check.compare_output(out[:, :2, rows], expected, torch.float16)
     assert passed, f"seq {S}: the output is wrong: {message}"
     assert extra <= 2 * output_bytes, (
-        f"seq {S}: one call took {extra / 2**20:,.1f} MiB beyond its inputs, more than twice its output "
-        f"({output_bytes / 2**20:,.1f} MiB): memory must grow with seq, not seq^2 (the fp16 scores alone "
-        f"would take {scores_bytes / 2**30:,.2f} GiB)")
+        f"seq {S}: one call took {extra / 2**20:,.1f} MiB beyond its inputs, "
+        f"more than twice its output ({output_bytes / 2**20:,.1f} MiB): "
+        f"memory must grow with seq, not seq^2 "
+        f"(the fp16 scores alone would take {scores_bytes / 2**30:,.2f} GiB)")
 
 # %% id="cell-37" nbgrader={"grade": true, "grade_id": "test_flash_vs_best_sdpa", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 7c: flash_attention against the fastest SDPA backend on this GPU (GPU only).
 grading.require_gpu("the speed of flash_attention against PyTorch's SDPA backends")
 limit = grading.threshold("04_flash_attention", "flash_vs_best_sdpa")
 B, H, S, D = 4, 32, 4096, 128
-input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16},
+input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D,
+                                     "dtype": torch.float16},
                                     torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
 flash_attention(*input_sets[0])        # tune first (cached)
 q, k, v = input_sets[0]
@@ -894,15 +953,15 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 # %% [markdown] id="cell-38"
 # ## Compare: your kernel, the reference, and every SDPA backend
 #
-# The comparison this lesson was for, at batch 4, 32 heads, head_dim 128 in fp16 on a GPU, for sequence
-# lengths from 1,024 to 16,384, causal and not: your `flash_attention`, the course's reference, naive
-# PyTorch and each SDPA backend, timed interleaved on the same inputs. TFLOP/s come from $4BHS^2d$ FLOPs
-# (halved when causal); bytes from the fewest the problem needs (`q`, `k`, `v` read and the output
-# written once), so on the roofline every version sits at the same intensity and only its height
-# differs. Naive PyTorch and the math backend, which hold the scores in memory, are timed only up to
-# $S = 4096$: beyond that they take tens of GiB and seconds per call. On a GPU this cell takes a while
-# (each of the ten problems is tuned first, for your kernel and for the reference); in the interpreter it
-# times a toy problem, which says nothing about GPU speed.
+# The comparison this lesson was for, at batch 4, 32 heads, head_dim 128 in fp16 on a GPU, for
+# sequence lengths from 1,024 to 16,384, causal and not: your `flash_attention`, the course's
+# reference, naive PyTorch and each SDPA backend, timed interleaved on the same inputs. TFLOP/s come
+# from $4BHS^2d$ FLOPs (halved when causal); bytes from the fewest the problem needs (`q`, `k`, `v`
+# read and the output written once), so on the roofline every version sits at the same intensity and
+# only its height differs. Naive PyTorch and the math backend, which hold the scores in memory, are
+# timed only up to $S = 4096$: beyond that they take tens of GiB and seconds per call. On a GPU this
+# cell takes a while (each of the ten problems is tuned first, for your kernel and for the
+# reference); in the interpreter it times a toy problem, which says nothing about GPU speed.
 
 # %% id="cell-39" tags=["demo"]
 def attention_flops(batch, heads, seq, head_dim, causal):
@@ -925,8 +984,9 @@ rates = {False: {}, True: {}}        # causal -> name -> {seq: TFLOP/s}
 focus = {}                           # causal -> the measurements at FOCUS_SEQ
 for causal in (False, True):
     for S in progress.track(SEQ_LENS, f"{'causal' if causal else 'non-causal'} sweep"):
-        q, k, v, *_ = make_attention_inputs({"batch": BATCH, "heads": HEADS, "seq": S, "head_dim": HEAD_DIM,
-                                             "dtype": torch.float16}, torch.Generator().manual_seed(S))
+        q, k, v, *_ = make_attention_inputs({"batch": BATCH, "heads": HEADS, "seq": S,
+                                             "head_dim": HEAD_DIM, "dtype": torch.float16},
+                                            torch.Generator().manual_seed(S))
         flash_attention(q, k, v, causal)                 # tune first (cached per problem)
         reference.flash_attention(q, k, v, causal)
         fns = {"flash_attention (yours)": lambda: flash_attention(q, k, v, causal),
@@ -934,14 +994,16 @@ for causal in (False, True):
         if S <= 4096 and fits(lambda: naive_attention(q, k, v, causal)):
             fns["naive PyTorch"] = lambda: naive_attention(q, k, v, causal)
         tried = {name: b for name, b in SDPA_BACKENDS.items() if name != "math" or S <= 4096}
-        for name, backend in available_sdpa_backends(q, k, v, causal, verbose=False, backends=tried).items():
+        backends = available_sdpa_backends(q, k, v, causal, verbose=False, backends=tried)
+        for name, backend in backends.items():
             fns[f"SDPA {name}"] = lambda backend=backend: sdpa(q, k, v, backend, causal)
-        results = bench.compare(fns, flops=attention_flops(BATCH, HEADS, S, HEAD_DIM, causal), bytes=4 * q.nbytes)
+        results = bench.compare(fns, flops=attention_flops(BATCH, HEADS, S, HEAD_DIM, causal),
+                                bytes=4 * q.nbytes)
         for m in results:
             rates[causal].setdefault(m.name, {})[S] = m.tflops
         if S == FOCUS_SEQ:
             focus[causal] = results
-        del q, k, v
+        q = k = v = None   # frees this length's tensors before the next (as del would)
 
 for causal in (False, True):
     print(f"\nbatch {BATCH}, heads {HEADS}, head_dim {HEAD_DIM}, fp16, seq {FOCUS_SEQ}, "
@@ -954,16 +1016,17 @@ for causal in (False, True):
 
 # %% id="cell-41" tags=["demo"]
 if not focus:
-    raise NotImplementedError("the comparison needs your flash_attention (Exercise 4): write it, then "
-                              "run the sweep above again")
+    raise NotImplementedError("the comparison needs your flash_attention (Exercise 4): "
+                              "write it, then run the sweep above again")
 if device.ON_GPU:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
     for ax, causal in zip(axes, (False, True)):
         for i, (name, by_seq) in enumerate(rates[causal].items()):
             seqs = sorted(by_seq)
             ax.plot(seqs, [by_seq[s] for s in seqs], "o-", color=f"C{i}", label=name)
+        kind = "causal" if causal else "non-causal"
         ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)",
-               title=f"{'causal' if causal else 'non-causal'}: batch {BATCH}, {HEADS} heads, head_dim {HEAD_DIM}, fp16")
+               title=f"{kind}: batch {BATCH}, {HEADS} heads, head_dim {HEAD_DIM}, fp16")
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("TFLOP/s (4·B·H·S²·d, halved when causal)")
@@ -971,32 +1034,39 @@ if device.ON_GPU:
     fig.suptitle(f"Attention forward on {device.info().name}")
     plt.tight_layout()
     plt.show()
-    order = ["naive PyTorch", "SDPA math", "SDPA efficient", "SDPA flash", "flash_attention (yours)",
-             "reference solution", "SDPA cuDNN"]
-    ladder = sorted(focus[False], key=lambda m: order.index(m.name) if m.name in order else len(order))
-    roofline.plot_ladder(ladder, title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16: from naive up")
+    order = ["naive PyTorch", "SDPA math", "SDPA efficient", "SDPA flash",
+             "flash_attention (yours)", "reference solution", "SDPA cuDNN"]
+    ladder = sorted(focus[False],
+                    key=lambda m: order.index(m.name) if m.name in order else len(order))
+    roofline.plot_ladder(ladder,
+                         title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16: from naive up")
 else:
-    print("The TFLOP/s chart and the ladder need GPU timings: interpreter times say nothing about GPU speed.")
-fastest_sdpa = min((m for m in focus[False] if m.name.startswith("SDPA")), key=lambda m: m.median_ms)
-shown = [m for m in focus[False] if not m.name.startswith("SDPA")] + [fastest_sdpa]   # one label per point
-roofline.plot_roofline(shown, title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16, on the roofline");
+    print("The TFLOP/s chart and the ladder need GPU timings: "
+          "interpreter times say nothing about GPU speed.")
+fastest_sdpa = min((m for m in focus[False] if m.name.startswith("SDPA")),
+                   key=lambda m: m.median_ms)
+# one label per point: the fastest SDPA backend stands for all of them
+shown = [m for m in focus[False] if not m.name.startswith("SDPA")] + [fastest_sdpa]
+roofline.plot_roofline(shown,
+                       title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16, on the roofline");
 
 # %% [markdown] id="cell-42"
 # ## What comes next
 #
-# Attention done naively is memory-bound by its own intermediate: the $S \times S$ scores. FlashAttention
-# removes the intermediate instead of moving it faster, with two ideas that reach far beyond attention:
-# **fuse** producer and consumer into one kernel so the data between them never leaves the chip, and
-# **make the reduction online** (the running maximum and rescaled sums) so that a row can be consumed in
-# blocks. On an H200 the reference kernel written this way ran at 510 TFLOP/s at batch 4, 32 heads,
-# $S = 4096$, head_dim 128, 1.4 times PyTorch's FlashAttention-2 backend (358) and 0.78 of cuDNN's
-# attention (657) (docs/results/h200.md). The rest of the gap is what FlashAttention-3 (Shah et al.,
-# 2024) goes after on Hopper: producer and consumer warps that specialise, asynchronous tensor-core
-# instructions, and the softmax of one tile overlapped with the matmuls of the next.
+# Attention done naively is memory-bound by its own intermediate: the $S \times S$ scores.
+# FlashAttention removes the intermediate instead of moving it faster, with two ideas that reach far
+# beyond attention: **fuse** producer and consumer into one kernel so the data between them never
+# leaves the chip, and **make the reduction online** (the running maximum and rescaled sums) so that
+# a row can be consumed in blocks. On an H200 the reference kernel written this way ran at 510
+# TFLOP/s at batch 4, 32 heads, $S = 4096$, head_dim 128, 1.4 times PyTorch's FlashAttention-2
+# backend (358) and 0.78 of cuDNN's attention (657) (docs/results/h200.md). The rest of the gap is
+# what FlashAttention-3 (Shah et al., 2024) goes after on Hopper: producer and consumer warps that
+# specialise, asynchronous tensor-core instructions, and the softmax of one tile overlapped with the
+# matmuls of the next.
 #
-# Lesson 05 applies the first idea to **convolution**. The classic way to run a convolution on matrix
-# hardware, *im2col*, copies every input patch into the rows of a large matrix and multiplies it by the
-# filters: a GEMM, but with an intermediate many times the size of the input, written to memory and read
-# back. An **implicit GEMM** never builds that matrix: it runs lesson 02's tiled matmul and computes, for
-# each tile it loads, which input pixels (channels last, with stride and padding) the rows of the
-# virtual im2col matrix would have held.
+# Lesson 05 applies the first idea to **convolution**. The classic way to run a convolution on
+# matrix hardware, *im2col*, copies every input patch into the rows of a large matrix and multiplies
+# it by the filters: a GEMM, but with an intermediate many times the size of the input, written to
+# memory and read back. An **implicit GEMM** never builds that matrix: it runs lesson 02's tiled
+# matmul and computes, for each tile it loads, which input pixels (channels last, with stride and
+# padding) the rows of the virtual im2col matrix would have held.

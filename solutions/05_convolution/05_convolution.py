@@ -1,51 +1,55 @@
 # tilegym-notebook: {"metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 
 # %% [markdown] id="cell-00"
-# # Lesson 05: Convolution — direct, im2col + GEMM, and the implicit GEMM that never builds its matrix
+# # Lesson 05: Convolution
+#
+# *Direct, im2col + GEMM, and the implicit GEMM that never builds its matrix.*
 #
 # A 2-D convolution slides a small stack of filters over an image and, at every position, takes the
 # dot product of each filter with the patch of input under it. It is the layer that made image
-# recognition work (LeNet, AlexNet, ResNet) and it is still in vision models, in the patch embedding of
-# vision transformers, and in audio and video models. Written naively it is seven nested loops; a GPU
-# runs it fast only once those loops are turned into a **matrix product** that the tensor cores can
-# eat. This lesson builds that in three versions:
+# recognition work (LeNet, AlexNet, ResNet) and it is still in vision models, in the patch embedding
+# of vision transformers, and in audio and video models. Written naively it is seven nested loops; a
+# GPU runs it fast only once those loops are turned into a **matrix product** that the tensor cores
+# can eat. This lesson builds that in three versions:
 #
 # 1. **Direct**: the loop nest as a Triton kernel, one multiply-add at a time, on the CUDA cores.
 # 2. **im2col + GEMM**: copy every input patch into a row of a big matrix $A$ and multiply it by the
-#    filters with one cuBLAS call. Fast arithmetic, but $A$ is up to $R \cdot S$ times the size of the
-#    input, written to memory and read back.
-# 3. **Implicit GEMM** in Triton: lesson 02's tiled matmul, where each tile of $A$ is *gathered from the
-#    input as it is needed* and never written anywhere. On an H200 the course's reference kernel
+#    filters with one cuBLAS call. Fast arithmetic, but $A$ is up to $R \cdot S$ times the size of
+#    the input, written to memory and read back.
+# 3. **Implicit GEMM** in Triton: lesson 02's tiled matmul, where each tile of $A$ is *gathered from
+#    the input as it is needed* and never written anywhere. On an H200 the course's reference kernel
 #    written this way ran at 0.68 to 0.98 of cuDNN's speed on five ResNet layers.
 #
-# Along the way: why the **memory layout** of the input (channels first, NCHW, or channels last, NHWC)
-# decides how fast a convolution can run, and what stride, padding and dilation do to the index
-# arithmetic.
+# Along the way: why the **memory layout** of the input (channels first, NCHW, or channels last,
+# NHWC) decides how fast a convolution can run, and what stride, padding and dilation do to the
+# index arithmetic.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
 # | 1. the im2col index map: which input element lands in $A$[row, col] | 3 | everywhere |
-# | 2a. implicit-GEMM `conv2d`: stride 1, padding, odd sizes and channel counts, fp16 and fp32 | 4 | everywhere |
+# | 2a. implicit-GEMM `conv2d`: stride 1, padding, odd sizes and channels | 4 | everywhere |
 # | 2b. the same with strides, asymmetric padding and dilation | 3 | everywhere |
 # | 2c. it never writes the unfolded matrix: memory traffic counted | 2 | everywhere |
-# | 2d. speed over im2col + cuBLAS; 2e. speed against cuDNN | 2 + 3 | on a GPU (without one: *needs GPU*) |
+# | 2d. speed over im2col + cuBLAS; 2e. speed against cuDNN | 2 + 3 | GPU only |
 #
-# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 05_convolution`
-# (or `make grade LESSON=05_convolution`), which grades a copy of this notebook and never changes it.
+# **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
+# Cells marked *Exercise* are graded by `tilegym-edu grade 05_convolution` (or `make
+# grade LESSON=05_convolution`), which grades a copy of this notebook and never changes it.
 
 # %% [markdown] id="cell-01"
 # ## Setup
 #
-# `import tilegym_edu` comes first, as always. From the course's reference module this lesson imports
-# versions 1 and 2 (`direct_conv2d` and its kernel, `im2col_conv2d` with the `im2col` and
-# `filters_as_matrix` it is made of), a few helpers for Exercise 2 (an input validator, the output-size
-# formula, the autotuner's search space for convolution and the problem description it is keyed on) and,
-# as `reference`, the course's own implicit-GEMM solution, which the comparison at the end times next to
-# yours. Sizes come from `device.size`: the layer shown in detail is the first 3x3 layer of ResNet-50's
-# first stage at batch 32 on a GPU (`FOCUS`), and a toy layer in the interpreter.
+# `import tilegym_edu` comes first, as always. From the course's reference module this lesson
+# imports versions 1 and 2 (`direct_conv2d` and its kernel, `im2col_conv2d` with the `im2col` and
+# `filters_as_matrix` it is made of), a few helpers for Exercise 2 (an input validator, the
+# output-size formula, the autotuner's search space for convolution and the problem description it
+# is keyed on) and, as `reference`, the course's own implicit-GEMM solution, which the comparison at
+# the end times next to yours. Sizes come from `device.size`: the layer shown in detail is the first
+# 3x3 layer of ResNet-50's first stage at batch 32 on a GPU (`FOCUS`), and a toy layer in the
+# interpreter.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import tilegym_edu  # first: decides GPU or interpreter mode before triton is imported
+import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
 
 import inspect
 import math
@@ -57,45 +61,48 @@ import triton
 import triton.language as tl
 
 from tilegym_edu import bench, check, device, grading, progress, roofline, traffic
-from tilegym_edu.reference import convolution as reference                      # the course's reference solution
+from tilegym_edu.reference import convolution as reference     # the course's reference solution
 from tilegym_edu.reference.convolution import direct_conv2d, direct_conv2d_kernel  # version 1
 from tilegym_edu.reference.convolution import filters_as_matrix, im2col, im2col_conv2d  # version 2
 from tilegym_edu.reference.convolution import (CONV_SPACE, check_conv_inputs, conv_problem,
-                                               output_size, pair)                # helpers for Exercise 2
+                                               output_size, pair)   # helpers for Exercise 2
 from tilegym_edu.tune import autotune
+from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 
 print(device.banner())
 DEVICE = device.DEVICE
 spec, _ = roofline.resolve_spec()    # this GPU's datasheet, or an H200's without a GPU
-LIBRARY = device.size(gpu="cuDNN", cpu="F.conv2d (CPU)")                     # what F.conv2d runs on here
-FOCUS_NAME = device.size(gpu="N32 C64 56x56 K64 3x3", cpu="N1 C16 8x8 K16 3x3")  # the layer shown in detail
+LIBRARY = device.size(gpu="cuDNN", cpu="F.conv2d (CPU)")   # what F.conv2d runs on here
+# the layer shown in detail: its name and its sizes
+FOCUS_NAME = device.size(gpu="N32 C64 56x56 K64 3x3", cpu="N1 C16 8x8 K16 3x3")
 FOCUS = device.size(gpu=dict(N=32, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, padding=1),
                     cpu=dict(N=1, C=16, H=8, W=8, K=16, R=3, S=3, stride=1, padding=1))
 
 # %% [markdown] id="cell-03"
 # ## 1. Convolution as a loop nest
 #
-# `F.conv2d(x, w, stride, padding, dilation)` takes an input `x` of shape $(N, C, H, W)$ (batch, input
-# channels, height, width) and filters `w` of shape $(K, C, R, S)$ ($K$ filters, each $C$ channels deep
-# and $R \times S$ pixels wide) and computes $y$ of shape $(N, K, P, Q)$:
+# `F.conv2d(x, w, stride, padding, dilation)` takes an input `x` of shape $(N, C, H, W)$ (batch,
+# input channels, height, width) and filters `w` of shape $(K, C, R, S)$ ($K$ filters, each $C$
+# channels deep and $R \times S$ pixels wide) and computes $y$ of shape $(N, K, P, Q)$:
 #
 # $$y[n, k, p, q] = \sum_{c=0}^{C-1} \sum_{r=0}^{R-1} \sum_{s=0}^{S-1}
-# x\big[n,\ c,\ p\,\sigma_h - \pi_h + r\,\delta_h,\ \ q\,\sigma_w - \pi_w + s\,\delta_w\big]\; w[k, c, r, s],$$
+# x\big[n,\ c,\ p\,\sigma_h - \pi_h + r\,\delta_h,\ \ q\,\sigma_w - \pi_w + s\,\delta_w\big]\; w[k,
+# c, r, s],$$
 #
 # where $x$ reads as 0 outside the image. Output pixel $(p, q)$ looks at the window whose top-left
 # corner is input pixel $(p\sigma_h - \pi_h,\ q\sigma_w - \pi_w)$:
 #
-# - the **stride** $\sigma$ is how far the window moves from one output pixel to the next (2 halves the
-#   output's height and width: ResNet downsamples this way);
-# - the **padding** $\pi$ is how many rows and columns of zeros surround the input (a 3x3 filter with
-#   padding 1 and stride 1 keeps the size: "same" padding);
-# - the **dilation** $\delta$ spreads the filter's taps apart (2 makes a 3x3 filter cover 5x5 pixels,
-#   skipping every other one).
+# - the **stride** $\sigma$ is how far the window moves from one output pixel to the next (2 halves
+#   the output's height and width: ResNet downsamples this way);
+# - the **padding** $\pi$ is how many rows and columns of zeros surround the input (a 3x3 filter
+#   with padding 1 and stride 1 keeps the size: "same" padding);
+# - the **dilation** $\delta$ spreads the filter's taps apart (2 makes a 3x3 filter cover 5x5
+#   pixels, skipping every other one).
 #
-# Each may differ between height and width (`stride=(2, 1)`). Strictly this is a cross-correlation (a
-# mathematician's convolution would flip the filter), but deep learning calls it convolution, and the
-# filters are learned either way. The output size is the number of positions where the (dilated) window
-# fits in the padded input, taking every $\sigma$-th:
+# Each may differ between height and width (`stride=(2, 1)`). Strictly this is a cross-correlation
+# (a mathematician's convolution would flip the filter), but deep learning calls it convolution, and
+# the filters are learned either way. The output size is the number of positions where the (dilated)
+# window fits in the padded input, taking every $\sigma$-th:
 #
 # $$P = \left\lfloor \frac{H + 2\pi_h - \delta_h (R - 1) - 1}{\sigma_h} \right\rfloor + 1,
 # \qquad Q \text{ likewise.}$$
@@ -110,11 +117,13 @@ print(inspect.getsource(output_size))
 def conv2d_loops(x, w, stride=1, padding=0, dilation=1):
     """y = F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation), by its definition:
     seven nested loops and one multiply-add in the innermost."""
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
+                                    pair(dilation, "dilation"))
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = output_size(H, R, sh, ph, dh), output_size(W, S, sw, pw, dw)
-    xs, ws = x.tolist(), w.tolist()          # Python lists: much faster to index one element at a time
+    # Python lists: much faster to index one element at a time
+    xs, ws = x.tolist(), w.tolist()
     y = torch.zeros(N, K, P, Q, dtype=x.dtype)
     for n in range(N):
         for k in range(K):
@@ -124,9 +133,11 @@ def conv2d_loops(x, w, stride=1, padding=0, dilation=1):
                     for c in range(C):
                         for r in range(R):
                             for s in range(S):
-                                hi = p * sh - ph + r * dh        # the input row and column this tap reads
+                                # the input row and column this tap reads; outside the
+                                # image: padding, a zero
+                                hi = p * sh - ph + r * dh
                                 wi = q * sw - pw + s * dw
-                                if 0 <= hi < H and 0 <= wi < W:  # outside the image: padding, a zero
+                                if 0 <= hi < H and 0 <= wi < W:
                                     total += xs[n][c][hi][wi] * ws[k][c][r][s]
                     y[n, k, p, q] = total
     return y
@@ -140,21 +151,22 @@ for options in [dict(padding=1), dict(stride=(2, 1), padding=(1, 0), dilation=2)
           f"{check.relative_error(y, F.conv2d(x, w, **options)):.1e}")
 
 # %% [markdown] id="cell-05"
-# **Work and traffic.** The innermost statement runs once for each of the $N \cdot K \cdot P \cdot Q$
-# outputs and each of the $C \cdot R \cdot S$ terms of its sum, one multiply and one add:
+# **Work and traffic.** The innermost statement runs once for each of the $N \cdot K \cdot P \cdot
+# Q$ outputs and each of the $C \cdot R \cdot S$ terms of its sum, one multiply and one add:
 #
 # $$\text{FLOPs} = 2 \cdot N \cdot K \cdot P \cdot Q \cdot C \cdot R \cdot S .$$
 #
-# (Taps that fall in the padding are counted too, by the usual convention.) The fewest bytes a convolution
-# can move through memory are its inputs read once and its output written once: $e\,(NCHW + KCRS +
-# NKPQ)$ for elements of $e$ bytes. Their ratio is the arithmetic intensity, which places the layer on
-# the roofline: left of the ridge point (the GPU's peak FLOP/s divided by its bandwidth) the layer is
-# limited by memory, right of it by arithmetic.
+# (Taps that fall in the padding are counted too, by the usual convention.) The fewest bytes a
+# convolution can move through memory are its inputs read once and its output written once:
+# $e\,(NCHW + KCRS + NKPQ)$ for elements of $e$ bytes. Their ratio is the arithmetic intensity,
+# which places the layer on the roofline: left of the ridge point (the GPU's peak FLOP/s divided by
+# its bandwidth) the layer is limited by memory, right of it by arithmetic.
 #
-# The layers this lesson measures are those of ResNet-50, the classic image classifier, at batch 32 (one
-# at 64): its 3x3 convolutions of 64, 128 and 256 channels, the 1x1 convolution that expands 64 channels
-# to 256, and a 3x3 with stride 2 of the kind that halves the image between stages. The cell below describes them once
-# (the speed checks and the comparison use them) and computes their intensity in fp16:
+# The layers this lesson measures are those of ResNet-50, the classic image classifier, at batch 32
+# (one at 64): its 3x3 convolutions of 64, 128 and 256 channels, the 1x1 convolution that expands 64
+# channels to 256, and a 3x3 with stride 2 of the kind that halves the image between stages. The
+# cell below describes them once (the speed checks and the comparison use them) and computes their
+# intensity in fp16:
 
 # %% id="cell-06" nbgrader={"grade": false, "grade_id": "resnet_layers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #: ResNet-50 layers (fp16, channels_last): the three 3x3 stride-1 layers are the ones Exercises 2d
@@ -164,7 +176,8 @@ RESNET_LAYERS = {
     "N32 C256 14x14 K256 3x3": dict(N=32, C=256, H=14, W=14, K=256, R=3, S=3, stride=1, padding=1),
     "N64 C128 28x28 K128 3x3": dict(N=64, C=128, H=28, W=28, K=128, R=3, S=3, stride=1, padding=1),
     "N32 C64 56x56 K256 1x1": dict(N=32, C=64, H=56, W=56, K=256, R=1, S=1, stride=1, padding=0),
-    "N32 C128 28x28 K128 3x3 stride 2": dict(N=32, C=128, H=28, W=28, K=128, R=3, S=3, stride=2, padding=1),
+    "N32 C128 28x28 K128 3x3 stride 2": dict(N=32, C=128, H=28, W=28, K=128, R=3, S=3,
+                                             stride=2, padding=1),
 }
 GRADED_LAYERS = ["N32 C64 56x56 K64 3x3", "N32 C256 14x14 K256 3x3", "N64 C128 28x28 K128 3x3"]
 COMPARE_LAYERS = device.size(gpu=RESNET_LAYERS, cpu={FOCUS_NAME: FOCUS})
@@ -186,7 +199,9 @@ def layer_min_bytes(layer, element_size=2):
     """x and w read once, y written once."""
     P, Q = layer_output_size(layer)
     N, C, K = layer["N"], layer["C"], layer["K"]
-    return element_size * (N * C * layer["H"] * layer["W"] + K * C * layer["R"] * layer["S"] + N * K * P * Q)
+    return element_size * (N * C * layer["H"] * layer["W"]      # x
+                           + K * C * layer["R"] * layer["S"]    # w
+                           + N * K * P * Q)                     # y
 
 
 def layer_tensors(layer, dtype=torch.float16, seed=0):
@@ -209,23 +224,24 @@ ridge = roofline.ridge_point(spec.fp16_tflops, spec.memory_bandwidth_gbs)
 print(f"{'layer':<34} {'GFLOP':>7} {'min MB':>7} {'FLOP/byte':>10}")
 for name, layer in RESNET_LAYERS.items():
     intensity = layer_flops(layer) / layer_min_bytes(layer)
-    print(f"{name:<34} {layer_flops(layer) / 1e9:>7.2f} {layer_min_bytes(layer) / 1e6:>7.1f} {intensity:>10.0f}")
+    print(f"{name:<34} {layer_flops(layer) / 1e9:>7.2f} {layer_min_bytes(layer) / 1e6:>7.1f} "
+          f"{intensity:>10.0f}")
 print(f"\nridge point of the {spec.name} (fp16 tensor cores, datasheet): {ridge:.0f} FLOP/byte")
 
 # %% [markdown] id="cell-07"
-# The 3x3 layers sit at or right of the ridge point: done well, they are limited by the tensor cores,
-# not by memory. The 1x1 layer does 9 times fewer FLOPs per output and writes an output 4 times its
-# input, so it sits far left: memory-bound however it is computed. Those are the ceilings. Whether a
-# kernel gets near them depends first on something the formula does not show: how the tensors are laid
-# out in memory.
+# The 3x3 layers sit at or right of the ridge point: done well, they are limited by the tensor
+# cores, not by memory. The 1x1 layer does 9 times fewer FLOPs per output and writes an output 4
+# times its input, so it sits far left: memory-bound however it is computed. Those are the ceilings.
+# Whether a kernel gets near them depends first on something the formula does not show: how the
+# tensors are laid out in memory.
 #
 # ## 2. Memory layout: NCHW and NHWC
 #
-# A tensor of shape $(N, C, H, W)$ is one block of memory; its **strides** say how far apart neighbours
-# are along each dimension. PyTorch's default, **NCHW** (contiguous), stores each channel as a whole
-# $H \times W$ image, one after another. **NHWC** (`torch.channels_last`) keeps the shape $(N, C, H, W)$
-# (the same tensor to every PyTorch function) but stores, for each pixel, all $C$ channels next to each
-# other:
+# A tensor of shape $(N, C, H, W)$ is one block of memory; its **strides** say how far apart
+# neighbours are along each dimension. PyTorch's default, **NCHW** (contiguous), stores each channel
+# as a whole $H \times W$ image, one after another. **NHWC** (`torch.channels_last`) keeps the shape
+# $(N, C, H, W)$ (the same tensor to every PyTorch function) but stores, for each pixel, all $C$
+# channels next to each other:
 #
 # | layout | element $(n, c, h, w)$ sits at | strides of $(N, C, H, W)$ |
 # | --- | --- | --- |
@@ -237,7 +253,8 @@ print(f"\nridge point of the {spec.name} (fp16 tensor cores, datasheet): {ridge:
 # %% id="cell-08"
 N, C, H, W = 2, 3, 4, 5
 x_nchw = torch.randn(N, C, H, W)
-x_nhwc = x_nchw.to(memory_format=torch.channels_last)      # same values, same shape, other order in memory
+# same values, same shape, other order in memory
+x_nhwc = x_nchw.to(memory_format=torch.channels_last)
 print("NCHW strides:", x_nchw.stride(), "  channels_last strides:", x_nhwc.stride())
 for t, where in [(x_nchw, lambda n, c, h, w: ((n * C + c) * H + h) * W + w),
                  (x_nhwc, lambda n, c, h, w: ((n * H + h) * W + w) * C + c)]:
@@ -247,24 +264,25 @@ for t, where in [(x_nchw, lambda n, c, h, w: ((n * C + c) * H + h) * W + w),
                for n in range(N) for c in range(C) for h in range(H) for w in range(W))
 print("every element sits where the formulas say, in both layouts")
 print("the C channels of pixel (0, 1, 2):  NCHW offsets",
-      [((0 * C + c) * H + 1) * W + 2 for c in range(C)], "  NHWC offsets", [((0 * H + 1) * W + 2) * C + c for c in range(C)])
+      [((0 * C + c) * H + 1) * W + 2 for c in range(C)],
+      "  NHWC offsets", [((0 * H + 1) * W + 2) * C + c for c in range(C)])
 
 # %% [markdown] id="cell-09"
-# **Why channels last.** Section 4 turns convolution into a matrix product whose rows are output pixels
-# and whose inner dimension runs over $(r, s, c)$: for a fixed tap $(r, s)$, a row needs **the $C$
-# channels of one input pixel**. In NHWC those are $C$ consecutive elements: a tile of `BLOCK_K` channels
-# for each of `BLOCK_M` pixels is `BLOCK_M` contiguous runs of memory, which the GPU loads in full
-# 128-byte transactions, exactly like a tile of an ordinary row-major matrix. In NCHW the channels of a
-# pixel are $H \cdot W$ elements apart, so a row of the tile is `BLOCK_K` scattered elements; the only
-# contiguous runs are neighbouring pixels of one channel, and those break at the end of every image row
-# and, at stride 2, skip every other element. Every kernel in
-# this lesson therefore takes `x`, `w` and `y` in channels_last (`check_conv_inputs` refuses anything
-# else), and converting a model's tensors once with `.to(memory_format=torch.channels_last)` is how
-# PyTorch users get the fast path too.
+# **Why channels last.** Section 4 turns convolution into a matrix product whose rows are output
+# pixels and whose inner dimension runs over $(r, s, c)$: for a fixed tap $(r, s)$, a row needs
+# **the $C$ channels of one input pixel**. In NHWC those are $C$ consecutive elements: a tile of
+# `BLOCK_K` channels for each of `BLOCK_M` pixels is `BLOCK_M` contiguous runs of memory, which the
+# GPU loads in full 128-byte transactions, exactly like a tile of an ordinary row-major matrix. In
+# NCHW the channels of a pixel are $H \cdot W$ elements apart, so a row of the tile is `BLOCK_K`
+# scattered elements; the only contiguous runs are neighbouring pixels of one channel, and those
+# break at the end of every image row and, at stride 2, skip every other element. Every kernel in
+# this lesson therefore takes `x`, `w` and `y` in channels_last (`check_conv_inputs` refuses
+# anything else), and converting a model's tensors once with
+# `.to(memory_format=torch.channels_last)` is how PyTorch users get the fast path too.
 #
-# cuDNN, the library behind `F.conv2d` on NVIDIA GPUs, handles both layouts. The next cell times it on
-# the same values in each, for the three 3x3 layers (on a GPU only: interpreter times say nothing about
-# GPU speed):
+# cuDNN, the library behind `F.conv2d` on NVIDIA GPUs, handles both layouts. The next cell times it
+# on the same values in each, for the three 3x3 layers (on a GPU only: interpreter times say nothing
+# about GPU speed):
 
 # %% id="cell-10" tags=["demo"]
 grading.require_gpu("timing cuDNN on NCHW and channels_last inputs")
@@ -280,9 +298,9 @@ for name in GRADED_LAYERS:
         flops=layer_flops(layer), bytes=layer_min_bytes(layer)), baseline="cuDNN NCHW")
 
 # %% [markdown] id="cell-11"
-# On an H200 (PyTorch 2.11, Triton 3.6, fp16), cuDNN ran these layers at these rates, in TFLOP/s; the
-# last column is the course's reference implicit-GEMM kernel of section 5, tuned, as a fraction of cuDNN
-# on channels_last:
+# On an H200 (PyTorch 2.11, Triton 3.6, fp16), cuDNN ran these layers at these rates, in TFLOP/s;
+# the last column is the course's reference implicit-GEMM kernel of section 5, tuned, as a fraction
+# of cuDNN on channels_last:
 #
 # | layer | cuDNN NCHW | cuDNN channels_last | reference implicit GEMM |
 # | --- | ---: | ---: | ---: |
@@ -300,30 +318,32 @@ for name in GRADED_LAYERS:
 #
 # ## 3. Version 1: the direct kernel
 #
-# The loop nest maps onto a GPU directly: give each program a block of output pixels (`BLOCK_M` of the
-# $N \cdot P \cdot Q$) and of output channels (`BLOCK_N` of the $K$), keep their sums in a
-# `BLOCK_M` x `BLOCK_N` accumulator, and loop over $(r, s, c)$: load one input value for each pixel and
-# one filter value for each output channel, and add their outer product. Here is the reference module's
-# version 1:
+# The loop nest maps onto a GPU directly: give each program a block of output pixels (`BLOCK_M` of
+# the $N \cdot P \cdot Q$) and of output channels (`BLOCK_N` of the $K$), keep their sums in a
+# `BLOCK_M` x `BLOCK_N` accumulator, and loop over $(r, s, c)$: load one input value for each pixel
+# and one filter value for each output channel, and add their outer product. Here is the reference
+# module's version 1:
 
 # %% id="cell-12"
 print(inspect.getsource(direct_conv2d_kernel.fn))
 
 # %% [markdown] id="cell-13"
 # It is correct (stride, padding, dilation and all), and each input value it loads serves `BLOCK_N`
-# output channels, so it reuses data. What it cannot do is use the tensor cores: each step is an outer
-# product of two vectors, one multiply-add per element on the ordinary CUDA cores, and `tl.dot` needs
-# tiles with an inner dimension of at least 16. On an H200 the CUDA cores offer a small fraction of the
-# tensor cores' fp16 rate. It also loads one scalar per pixel per step, $C$ elements apart, so its
-# loads are poorly coalesced. Checked against `F.conv2d` and timed at `FOCUS`:
+# output channels, so it reuses data. What it cannot do is use the tensor cores: each step is an
+# outer product of two vectors, one multiply-add per element on the ordinary CUDA cores, and
+# `tl.dot` needs tiles with an inner dimension of at least 16. On an H200 the CUDA cores offer a
+# small fraction of the tensor cores' fp16 rate. It also loads one scalar per pixel per step, $C$
+# elements apart, so its loads are poorly coalesced. Checked against `F.conv2d` and timed at
+# `FOCUS`:
 
 # %% id="cell-14" tags=["demo"]
 x, w = layer_tensors(FOCUS)
 stride, padding = FOCUS["stride"], FOCUS["padding"]
 y = direct_conv2d(x, w, stride, padding)
 expected = F.conv2d(x.double().cpu(), w.double().cpu(), stride=stride, padding=padding)
-print(f"direct_conv2d at {FOCUS_NAME}: relative error {check.relative_error(y, expected):.1e} against "
-      f"float64 F.conv2d; y is channels_last: {y.is_contiguous(memory_format=torch.channels_last)}")
+print(f"direct_conv2d at {FOCUS_NAME}: relative error {check.relative_error(y, expected):.1e} "
+      f"against float64 F.conv2d; "
+      f"y is channels_last: {y.is_contiguous(memory_format=torch.channels_last)}")
 bench.print_table(bench.compare({
     "direct (version 1)": lambda: direct_conv2d(x, w, stride, padding),
     f"{LIBRARY} channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding)},
@@ -332,26 +352,27 @@ bench.print_table(bench.compare({
 # %% [markdown] id="cell-15"
 # ## 4. Version 2: im2col + GEMM
 #
-# The sum in the definition is a dot product of length $C \cdot R \cdot S$: the window of input under
-# output pixel $(n, p, q)$, flattened, against filter $k$, flattened the same way. Write all the windows
-# as the rows of one matrix and all the filters as the columns of another, and the whole convolution is
-# one matrix product, which cuBLAS runs on the tensor cores:
+# The sum in the definition is a dot product of length $C \cdot R \cdot S$: the window of input
+# under output pixel $(n, p, q)$, flattened, against filter $k$, flattened the same way. Write all
+# the windows as the rows of one matrix and all the filters as the columns of another, and the whole
+# convolution is one matrix product, which cuBLAS runs on the tensor cores:
 #
-# - **$A$, the unfolded input** (the *im2col* matrix, "image to columns"): $N \cdot P \cdot Q$ rows, one
-#   per output pixel, in $(n, p, q)$ order, so row $m$ is $n = m \div PQ$, $p = (m \div Q) \bmod P$,
-#   $q = m \bmod Q$. It has $R \cdot S \cdot C$ columns in $(r, s, c)$ order: column $j$ is
-#   $r = j \div SC$, $s = (j \div C) \bmod S$, $c = j \bmod C$ (channels fastest, as they lie in NHWC
+# - **$A$, the unfolded input** (the *im2col* matrix, "image to columns"): $N \cdot P \cdot Q$ rows,
+#   one per output pixel, in $(n, p, q)$ order, so row $m$ is $n = m \div PQ$, $p = (m \div Q) \bmod
+#   P$, $q = m \bmod Q$. It has $R \cdot S \cdot C$ columns in $(r, s, c)$ order: column $j$ is $r =
+#   j \div SC$, $s = (j \div C) \bmod S$, $c = j \bmod C$ (channels fastest, as they lie in NHWC
 #   memory). $A[m, j]$ is the input element tap $(r, s)$ of output pixel $(p, q)$ reads from channel
 #   $c$, or 0 where that falls in the padding.
-# - **$B$, the filters**: `filters_as_matrix(w)` is $(K, R \cdot S \cdot C)$, row $k$ filter $k$ in the
-#   same $(r, s, c)$ order (a view, no copy, when `w` is channels_last); $B$ is its transpose.
-# - **$y = A\,B$** is $(N \cdot P \cdot Q, K)$: row $m$ holds the $K$ channels of output pixel $m$, which
-#   is exactly $y$ in NHWC memory. `im2col_conv2d` returns it as an $(N, K, P, Q)$ channels_last view.
+# - **$B$, the filters**: `filters_as_matrix(w)` is $(K, R \cdot S \cdot C)$, row $k$ filter $k$ in
+#   the same $(r, s, c)$ order (a view, no copy, when `w` is channels_last); $B$ is its transpose.
+# - **$y = A\,B$** is $(N \cdot P \cdot Q, K)$: row $m$ holds the $K$ channels of output pixel $m$,
+#   which is exactly $y$ in NHWC memory. `im2col_conv2d` returns it as an $(N, K, P, Q)$
+#   channels_last view.
 #
-# The reference's `im2col` builds $A$ with PyTorch: pad $x$, take a strided view of every window, copy
-# it into a matrix. To see which input element lands where, feed it an **index tensor**: an $x$ whose
-# elements hold $1 +$ their own NCHW index (so that padding, a 0, stands out). Here is $A$ for a 1x1x3x4
-# input, a 2x2 filter and padding 1, each entry decoded back to the $(h, w)$ it came from:
+# The reference's `im2col` builds $A$ with PyTorch: pad $x$, take a strided view of every window,
+# copy it into a matrix. To see which input element lands where, feed it an **index tensor**: an $x$
+# whose elements hold $1 +$ their own NCHW index (so that padding, a 0, stands out). Here is $A$ for
+# a 1x1x3x4 input, a 2x2 filter and padding 1, each entry decoded back to the $(h, w)$ it came from:
 
 # %% id="cell-16" nbgrader={"grade": false, "grade_id": "im2col_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def index_tensor(x_shape):
@@ -361,10 +382,11 @@ def index_tensor(x_shape):
 
 
 def decode(value, x_shape):
-    """The (n, c, h, w) an entry of im2col(index_tensor(x_shape)) came from; None for padding (0)."""
+    """The (n, c, h, w) an entry of im2col(index_tensor(x_shape)) came from; None for padding
+    (0)."""
     if value == 0:
         return None
-    index, (N, C, H, W) = int(value) - 1, x_shape
+    index, (_, C, H, W) = int(value) - 1, x_shape
     return index // (C * H * W), index // (H * W) % C, index // W % H, index % W
 
 
@@ -378,23 +400,23 @@ for m, row in enumerate(a.tolist()):
     print(f"  row {m:2} (p={m // Q}, q={m % Q}): " + "  ".join(entries))
 
 # %% [markdown] id="cell-17"
-# Neighbouring rows share most of their entries: the windows of neighbouring output pixels overlap. A
-# 3x3 filter at stride 1 puts almost every input element into 9 rows of $A$, which is why $A$ is about
-# $R \cdot S$ times the size of the input. Section 5 will need the same map without building $A$,
-# written as arithmetic on indices. That is Exercise 1.
+# Neighbouring rows share most of their entries: the windows of neighbouring output pixels overlap.
+# A 3x3 filter at stride 1 puts almost every input element into 9 rows of $A$, which is why $A$ is
+# about $R \cdot S$ times the size of the input. Section 5 will need the same map without building
+# $A$, written as arithmetic on indices. That is Exercise 1.
 #
 # ## Exercise 1 (3 points): the im2col index map
 #
-# Write `im2col_source(row, col, x_shape, kernel_size, stride=1, padding=0, dilation=1)`: the
-# `(n, c, h, w)` index of the element of `x` that lands in $A$`[row, col]` (a tuple of four ints), or
-# `None` when that entry is padding (a zero). `x_shape` is $(N, C, H, W)$, `kernel_size` is $(R, S)$;
-# `stride`, `padding` and `dilation` are each an int or a (height, width) pair, as `F.conv2d` takes them:
-# `pair(value, name)` turns either into a pair, and `output_size` gives $P$ and $Q$. Plain Python: no
-# tensors needed.
+# Write `im2col_source(row, col, x_shape, kernel_size, stride=1, padding=0, dilation=1)`: the `(n,
+# c, h, w)` index of the element of `x` that lands in $A$`[row, col]` (a tuple of four ints), or
+# `None` when that entry is padding (a zero). `x_shape` is $(N, C, H, W)$, `kernel_size` is $(R,
+# S)$; `stride`, `padding` and `dilation` are each an int or a (height, width) pair, as `F.conv2d`
+# takes them: `pair(value, name)` turns either into a pair, and `output_size` gives $P$ and $Q$.
+# Plain Python: no tensors needed.
 #
-# The grader compares your answer, for every `(row, col)` of $A$, with the reference `im2col` applied
-# to an index tensor, on 1x1, 3x3 and 2x3 filters, strides 1, 2 and (2, 1), padding 0, 1 and (2, 0),
-# dilation 1, 2 and (2, 1), odd and non-square inputs, and a batch of 2.
+# The grader compares your answer, for every `(row, col)` of $A$, with the reference `im2col`
+# applied to an index tensor, on 1x1, 3x3 and 2x3 filters, strides 1, 2 and (2, 1), padding 0, 1 and
+# (2, 0), dilation 1, 2 and (2, 1), odd and non-square inputs, and a batch of 2.
 
 # %% id="cell-18" nbgrader={"grade": false, "grade_id": "im2col_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def im2col_source(row, col, x_shape, kernel_size, stride=1, padding=0, dilation=1):
@@ -403,7 +425,8 @@ def im2col_source(row, col, x_shape, kernel_size, stride=1, padding=0, dilation=
     ### BEGIN SOLUTION
     N, C, H, W = x_shape
     R, S = kernel_size
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
+                                    pair(dilation, "dilation"))
     P, Q = output_size(H, R, sh, ph, dh), output_size(W, S, sw, pw, dw)
     n, p, q = row // (P * Q), row // Q % P, row % Q
     r, s, c = col // (S * C), col // C % S, col % C
@@ -425,8 +448,8 @@ def check_im2col_source(what, x_shape, kernel_size, stride=1, padding=0, dilatio
             if isinstance(got, list):
                 got = tuple(got)
             assert got == expected, (
-                f"case {what} (x {x_shape}, kernel {kernel_size}, stride {stride}, padding {padding}, "
-                f"dilation {dilation}): A[{row}, {col}] holds "
+                f"case {what} (x {x_shape}, kernel {kernel_size}, stride {stride}, "
+                f"padding {padding}, dilation {dilation}): A[{row}, {col}] holds "
                 + (f"x{expected}" if expected else "padding (None)")
                 + f", but im2col_source returned {got!r}")
     print(f"{what}: all {a.numel()} entries of A ({a.shape[0]} x {a.shape[1]}) right")
@@ -435,41 +458,49 @@ def check_im2col_source(what, x_shape, kernel_size, stride=1, padding=0, dilatio
 check_im2col_source("1x1, batch 2", (2, 3, 4, 5), (1, 1))
 check_im2col_source("3x3, padding 1, batch 2", (2, 2, 5, 7), (3, 3), padding=1)
 check_im2col_source("2x3, stride 2", (1, 3, 7, 6), (2, 3), stride=2)
-check_im2col_source("3x3, stride (2, 1), padding (2, 0)", (1, 2, 7, 5), (3, 3), stride=(2, 1), padding=(2, 0))
-check_im2col_source("3x3, dilation 2, padding 2, batch 2", (2, 2, 7, 6), (3, 3), padding=2, dilation=2)
+check_im2col_source("3x3, stride (2, 1), padding (2, 0)", (1, 2, 7, 5), (3, 3),
+                    stride=(2, 1), padding=(2, 0))
+check_im2col_source("3x3, dilation 2, padding 2, batch 2", (2, 2, 7, 6), (3, 3),
+                    padding=2, dilation=2)
 check_im2col_source("1x1, stride 2", (1, 4, 5, 7), (1, 1), stride=2)
 ### BEGIN HIDDEN TESTS
-check_im2col_source("2x3, stride 2, padding 1, dilation (2, 1)", (1, 3, 9, 7), (2, 3), stride=2, padding=1,
-                    dilation=(2, 1))
+check_im2col_source("2x3, stride 2, padding 1, dilation (2, 1)", (1, 3, 9, 7), (2, 3),
+                    stride=2, padding=1, dilation=(2, 1))
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-20"
 # **What $A$ costs.** $A$ has $N \cdot P \cdot Q$ rows of $R \cdot S \cdot C$ elements, against the
-# input's $N \cdot H \cdot W \cdot C$: about $R \cdot S / (\sigma_h \sigma_w)$ times the input (a little
-# less, since the windows stop at the edges). The cell below builds $A$ for real, at batch 1 (it grows in
-# proportion to $N$), for the lesson's layers and a few more stages of ResNet-50: its 7x7 stride-2 stem,
-# its last 3x3 layer, and a 1x1 stride-2 "downsample" shortcut. It prints the bytes `im2col` returned
-# against the input's, plots the ratio next to $R \cdot S / (\sigma_h \sigma_w)$, and checks
-# `im2col_conv2d` against `F.conv2d`.
+# input's $N \cdot H \cdot W \cdot C$: about $R \cdot S / (\sigma_h \sigma_w)$ times the input (a
+# little less, since the windows stop at the edges). The cell below builds $A$ for real, at batch 1
+# (it grows in proportion to $N$), for the lesson's layers and a few more stages of ResNet-50: its
+# 7x7 stride-2 stem, its last 3x3 layer, and a 1x1 stride-2 "downsample" shortcut. It prints the
+# bytes `im2col` returned against the input's, plots the ratio next to $R \cdot S / (\sigma_h
+# \sigma_w)$, and checks `im2col_conv2d` against `F.conv2d`.
 
 # %% id="cell-21" tags=["demo"]
 MEMORY_LAYERS = {**{name: dict(layer, N=1) for name, layer in RESNET_LAYERS.items()},
-                 "stem C3 224x224 K64 7x7 stride 2": dict(N=1, C=3, H=224, W=224, K=64, R=7, S=7, stride=2, padding=3),
-                 "C512 7x7 K512 3x3": dict(N=1, C=512, H=7, W=7, K=512, R=3, S=3, stride=1, padding=1),
-                 "C256 56x56 K512 1x1 stride 2": dict(N=1, C=256, H=56, W=56, K=512, R=1, S=1, stride=2, padding=0)}
+                 "stem C3 224x224 K64 7x7 stride 2": dict(N=1, C=3, H=224, W=224, K=64, R=7, S=7,
+                                                          stride=2, padding=3),
+                 "C512 7x7 K512 3x3": dict(N=1, C=512, H=7, W=7, K=512, R=3, S=3,
+                                           stride=1, padding=1),
+                 "C256 56x56 K512 1x1 stride 2": dict(N=1, C=256, H=56, W=56, K=512, R=1, S=1,
+                                                      stride=2, padding=0)}
 a_bytes, x_bytes, ratios, expected = {}, {}, {}, {}
 print(f"{'layer (batch 1, fp16)':<36} {'x':>10} {'A = im2col(x)':>14} {'A / x':>6}")
 for name, layer in MEMORY_LAYERS.items():
-    x = torch.randn(1, layer["C"], layer["H"], layer["W"], dtype=torch.float16).to(memory_format=torch.channels_last)
+    x = (torch.randn(1, layer["C"], layer["H"], layer["W"], dtype=torch.float16)
+         .to(memory_format=torch.channels_last))
     a = im2col(x, layer["R"], layer["S"], layer["stride"], layer["padding"])
     label = name.removeprefix("N32 ").removeprefix("N64 ")     # batch 1 here
     a_bytes[name], x_bytes[name] = a.nbytes, x.nbytes
-    ratios[label], expected[label] = a.nbytes / x.nbytes, layer["R"] * layer["S"] / layer["stride"] ** 2
-    print(f"{label:<36} {x.nbytes / 2**10:>7,.0f} KiB {a.nbytes / 2**10:>10,.0f} KiB {ratios[label]:>6.2f}")
+    ratios[label] = a.nbytes / x.nbytes
+    expected[label] = layer["R"] * layer["S"] / layer["stride"] ** 2
+    print(f"{label:<36} {x.nbytes / 2**10:>7,.0f} KiB {a.nbytes / 2**10:>10,.0f} KiB "
+          f"{ratios[label]:>6.2f}")
 name = GRADED_LAYERS[0]
 batch = RESNET_LAYERS[name]["N"]
-print(f"\nat batch {batch} (A grows with the batch), A for {name} takes {batch * a_bytes[name] / 2**20:,.0f} MiB, "
-      f"x {batch * x_bytes[name] / 2**20:,.1f} MiB")
+print(f"\nat batch {batch} (A grows with the batch), A for {name} takes "
+      f"{batch * a_bytes[name] / 2**20:,.0f} MiB, x {batch * x_bytes[name] / 2**20:,.1f} MiB")
 
 fig, ax = plt.subplots(figsize=(9, 3.8))
 ax.bar(list(ratios), list(ratios.values()), color="C1", label="bytes of A / bytes of x (measured)")
@@ -483,17 +514,18 @@ plt.show()
 
 x, w = layer_tensors(dict(N=2, C=5, H=9, W=7, K=6, R=3, S=3), dtype=torch.float32)
 for options in [dict(padding=1), dict(stride=(2, 1), padding=(0, 2), dilation=2)]:
-    error = check.relative_error(im2col_conv2d(x, w, **options), F.conv2d(x.double(), w.double(), **options))
+    error = check.relative_error(im2col_conv2d(x, w, **options),
+                                 F.conv2d(x.double(), w.double(), **options))
     print(f"im2col_conv2d {options}: relative error {error:.1e} against F.conv2d in float64")
 
 # %% [markdown] id="cell-22"
-# A 1x1 convolution at stride 1 needs no unfolding at all: in NHWC its $A$ *is* the input, viewed as an
-# $(N \cdot H \cdot W, C)$ matrix (the ratio 1 above is the padded copy `im2col` makes). Everything with
-# a larger window pays: 9 times the input for a 3x3 layer at stride 1, about 12 for the stem. And $A$
-# crosses memory twice, written by the unfolding and read by the matmul: for the first 3x3 layer that is
-# 18 times the input's bytes on top of the fewest the layer needs (the input, the filters and an output
-# of the input's size), which divides its arithmetic intensity by about 10 and moves it from right of the
-# ridge point to far left of it. Timed at `FOCUS`:
+# A 1x1 convolution at stride 1 needs no unfolding at all: in NHWC its $A$ *is* the input, viewed as
+# an $(N \cdot H \cdot W, C)$ matrix (the ratio 1 above is the padded copy `im2col` makes).
+# Everything with a larger window pays: 9 times the input for a 3x3 layer at stride 1, about 12 for
+# the stem. And $A$ crosses memory twice, written by the unfolding and read by the matmul: for the
+# first 3x3 layer that is 18 times the input's bytes on top of the fewest the layer needs (the
+# input, the filters and an output of the input's size), which divides its arithmetic intensity by
+# about 10 and moves it from right of the ridge point to far left of it. Timed at `FOCUS`:
 
 # %% id="cell-23" tags=["demo"]
 x, w = layer_tensors(FOCUS)
@@ -507,47 +539,51 @@ bench.print_table(results, baseline=f"{LIBRARY} channels_last")
 # %% [markdown] id="cell-24"
 # ## 5. Version 3: the implicit GEMM
 #
-# Version 2's matmul is fast; its problem is $A$. The **implicit GEMM** keeps the matmul and drops $A$:
-# it runs lesson 02's tiled matmul $y = A\,B$, and wherever that kernel would load a `BLOCK_M` x
-# `BLOCK_K` tile of $A$, it computes from Exercise 1's map which input elements the tile holds and
-# gathers them straight from $x$. $A$ exists only one tile at a time, in registers and shared memory.
+# Version 2's matmul is fast; its problem is $A$. The **implicit GEMM** keeps the matmul and drops
+# $A$: it runs lesson 02's tiled matmul $y = A\,B$, and wherever that kernel would load a `BLOCK_M`
+# x `BLOCK_K` tile of $A$, it computes from Exercise 1's map which input elements the tile holds and
+# gathers them straight from $x$. $A$ exists only one tile at a time, in registers and shared
+# memory.
 #
-# Program `pid` owns a `BLOCK_M` x `BLOCK_N` tile of $y$: output pixels `offs_m` (rows $m$ of $A$) and
-# output channels `offs_n` (columns of $B$). Then:
+# Program `pid` owns a `BLOCK_M` x `BLOCK_N` tile of $y$: output pixels `offs_m` (rows $m$ of $A$)
+# and output channels `offs_n` (columns of $B$). Then:
 #
-# - **Once, before the loop**, each row $m$ is split into $(n, p, q)$ and gets the input pixel its window
-#   starts from, $h_0 = p\sigma_h - \pi_h$ and $w_0 = q\sigma_w - \pi_w$ (negative in the padding), and
-#   a pointer to channel 0 of that pixel, `x_rows = x_ptr + ((n * H + h0) * W + w0) * C`.
-# - **Each step of the K loop** takes one tap $(r, s)$ and one block of `BLOCK_K` channels
-#   $c$: the element of row $m$ is input pixel $h = h_0 + r\delta_h$, $w = w_0 + s\delta_w$, at address
-#   `((n * H + h) * W + w) * C + c` = `x_rows + (r * DIL_H * W + s * DIL_W) * C + c`: `BLOCK_K`
-#   consecutive channels per row, one coalesced load per row in NHWC. The mask is
-#   `row_ok & (c < C)`: `row_ok` is false where $(h, w)$ falls outside the image (the padding: load
-#   zeros), and `c < C` cuts off the channels past the last one. The matching `BLOCK_K` x `BLOCK_N` tile
-#   of $B$ is rows `rs * C + c` of the filters.
-# - `acc = tl.dot(a, b, acc)`, and after the loop one store of the tile of $y$ (masked at the edges).
+# - **Once, before the loop**, each row $m$ is split into $(n, p, q)$ and gets the input pixel its
+#   window starts from, $h_0 = p\sigma_h - \pi_h$ and $w_0 = q\sigma_w - \pi_w$ (negative in the
+#   padding), and a pointer to channel 0 of that pixel, `x_rows = x_ptr + ((n * H + h0) * W + w0) *
+#   C`.
+# - **Each step of the K loop** takes one tap $(r, s)$ and one block of `BLOCK_K` channels $c$: the
+#   element of row $m$ is input pixel $h = h_0 + r\delta_h$, $w = w_0 + s\delta_w$, at address `((n
+#   * H + h) * W + w) * C + c` = `x_rows + (r * DIL_H * W + s * DIL_W) * C + c`: `BLOCK_K`
+#   consecutive channels per row, one coalesced load per row in NHWC. The mask is `row_ok & (c <
+#   C)`: `row_ok` is false where $(h, w)$ falls outside the image (the padding: load zeros), and `c
+#   < C` cuts off the channels past the last one. The matching `BLOCK_K` x `BLOCK_N` tile of $B$ is
+#   rows `rs * C + c` of the filters.
+# - `acc = tl.dot(a, b, acc)`, and after the loop one store of the tile of $y$ (masked at the
+#   edges).
 #
-# **One flat loop.** The natural way to write the K loop is three loops: over $r$, over $s$, over channel
-# blocks. But the compiler software-pipelines (lesson 03) only the innermost loop, and for ResNet's
-# first stage $C = 64$: with `BLOCK_K = 64` the innermost loop has *one* iteration and nothing to
-# overlap. The kernel runs one `tl.range` over all $R \cdot S \cdot \lceil C / \text{BLOCK\_K} \rceil$
-# steps (9 here) and recovers `rs = i // c_blocks`, $r$, $s$ and the channel block from the step number,
-# so loads for the next steps are in flight while `tl.dot` works on this one, however few channels
-# there are.
+# **One flat loop.** The natural way to write the K loop is three loops: over $r$, over $s$, over
+# channel blocks. But the compiler software-pipelines (lesson 03) only the innermost loop, and for
+# ResNet's first stage $C = 64$: with `BLOCK_K = 64` the innermost loop has *one* iteration and
+# nothing to overlap. The kernel runs one `tl.range` over all $R \cdot S \cdot \lceil C /
+# \text{BLOCK\_K} \rceil$ steps (9 here) and recovers `rs = i // c_blocks`, $r$, $s$ and the channel
+# block from the step number, so loads for the next steps are in flight while `tl.dot` works on this
+# one, however few channels there are.
 #
 # **Wrap-around rows.** As in lesson 03, rows past $M = N \cdot P \cdot Q$ and columns past $K$ are
-# taken modulo $M$ and $K$ (`% M`, `% K`) rather than masked: they compute something harmless from real
-# data, and only the store is masked. Padding cannot use this trick; it needs `row_ok`.
+# taken modulo $M$ and $K$ (`% M`, `% K`) rather than masked: they compute something harmless from
+# real data, and only the store is masked. Padding cannot use this trick; it needs `row_ok`.
 #
-# Before the kernel, the same algorithm in PyTorch, all rows at once, one `(r, s, channel block)` step
-# at a time, gathering each slice of $A$ with the kernel's address arithmetic from the flat NHWC memory
-# of $x$:
+# Before the kernel, the same algorithm in PyTorch, all rows at once, one `(r, s, channel block)`
+# step at a time, gathering each slice of $A$ with the kernel's address arithmetic from the flat
+# NHWC memory of $x$:
 
 # %% id="cell-25"
 def implicit_gemm_torch(x, w, stride=1, padding=0, dilation=1, block_k=4):
     """y = A @ B without building A: each (r, s, channel block) step gathers the (M, block_k) slice
     of A from x's NHWC memory with the kernel's addresses and masks. Float64, for checking."""
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
+                                    pair(dilation, "dilation"))
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = output_size(H, R, sh, ph, dh), output_size(W, S, sw, pw, dw)
@@ -555,7 +591,8 @@ def implicit_gemm_torch(x, w, stride=1, padding=0, dilation=1, block_k=4):
     b = filters_as_matrix(w).t().double()                       # B: (R·S·C, K)
     m = torch.arange(N * P * Q)
     n, p, q = m // (P * Q), m // Q % P, m % Q
-    h0, w0 = p * sh - ph, q * sw - pw                           # once: where each row's window starts
+    # once: where each row's window starts
+    h0, w0 = p * sh - ph, q * sw - pw
     c_blocks = triton.cdiv(C, block_k)
     acc = torch.zeros(N * P * Q, K, dtype=torch.float64)
     for i in range(R * S * c_blocks):                           # one flat loop, as in the kernel
@@ -579,22 +616,23 @@ for options in [dict(padding=1), dict(stride=(2, 1), padding=(1, 0), dilation=(1
     print(f"implicit GEMM in PyTorch, {options}: relative error {error:.1e} against F.conv2d")
 
 # %% [markdown] id="cell-26"
-# **Tuning.** The best `BLOCK_M`, `BLOCK_N`, `BLOCK_K`, `num_warps` and `num_stages` depend on the GPU,
-# the layer and the dtype. Lesson 03's `autotune` picks them per problem: `CONV_SPACE` (imported) has a
-# default (level 0, the winner on the first ResNet layer on an H200), twelve more configurations that won
-# or came close on the H200's layers, or suit GPUs with less shared memory (level 1), and a full grid
-# (level 2) pruned by shared memory and registers like lesson 03's. `conv_problem(x, w, stride, padding,
-# dilation)` is the description the tuner caches a winner under. In the interpreter there is nothing to
-# time, and `autotune` returns the default.
+# **Tuning.** The best `BLOCK_M`, `BLOCK_N`, `BLOCK_K`, `num_warps` and `num_stages` depend on the
+# GPU, the layer and the dtype. Lesson 03's `autotune` picks them per problem: `CONV_SPACE`
+# (imported) has a default (level 0, the winner on the first ResNet layer on an H200), twelve more
+# configurations that won or came close on the H200's layers, or suit GPUs with less shared memory
+# (level 1), and a full grid (level 2) pruned by shared memory and registers like lesson 03's.
+# `conv_problem(x, w, stride, padding, dilation)` is the description the tuner caches a winner
+# under. In the interpreter there is nothing to time, and `autotune` returns the default.
 #
-# **What version 1 and version 2 write.** `traffic.count_traffic` adds up the bytes of every `tl.load`
-# and `tl.store` a Triton kernel makes, in the interpreter. The direct kernel stores $y$ once and
-# nothing else; im2col + GEMM writes $A$ (with PyTorch, so it is computed here rather than counted) and
-# then $y$:
+# **What version 1 and version 2 write.** `traffic.count_traffic` adds up the bytes of every
+# `tl.load` and `tl.store` a Triton kernel makes, in the interpreter. The direct kernel stores $y$
+# once and nothing else; im2col + GEMM writes $A$ (with PyTorch, so it is computed here rather than
+# counted) and then $y$:
 
 # %% id="cell-27"
 print("level 0, the default:", CONV_SPACE.default)
-print(f"level 1 adds {len(CONV_SPACE.configs(1)) - 1} more, e.g.", *CONV_SPACE.configs(1)[1:4], sep="\n  ")
+print(f"level 1 adds {len(CONV_SPACE.configs(1)) - 1} more, e.g.", *CONV_SPACE.configs(1)[1:4],
+      sep="\n  ")
 
 layer = dict(N=1, C=16, H=8, W=8, K=16, R=3, S=3, stride=1, padding=1)
 x, w = layer_tensors(layer)
@@ -610,27 +648,41 @@ print(f"im2col + GEMM: writes A ({a_bytes:,}) and reads it back, then writes y (
 #
 # Write `conv2d_kernel` and `conv2d(x, w, stride=1, padding=0, dilation=1)`:
 #
-# - `x` is $(N, C, H, W)$ and `w` $(K, C, R, S)$, both channels_last, one dtype (`float16` or `float32`,
-#   and `bfloat16` on a GPU). Call `check_conv_inputs(x, w, stride, padding, dilation)` first: it raises a
-#   `ValueError` that says what to change for anything the kernel cannot take, and returns $(P, Q)$.
+# - `x` is $(N, C, H, W)$ and `w` $(K, C, R, S)$, both channels_last, one dtype (`float16` or
+#   `float32`, and `bfloat16` on a GPU). Call `check_conv_inputs(x, w, stride, padding, dilation)`
+#   first: it raises a `ValueError` that says what to change for anything the kernel cannot take,
+#   and returns $(P, Q)$.
 # - Return a new `y` of shape $(N, K, P, Q)$ in x's dtype, **channels_last**
 #   (`torch.empty(..., memory_format=torch.channels_last)`), equal to
 #   `F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)`, accumulated in float32.
 #   `stride`, `padding` and `dilation` are each an int or a pair (`pair` turns either into a pair).
 # - Pick the launch configuration with `autotune(conv2d_kernel, conv_problem(x, w, stride, padding,
-#   dilation), CONV_SPACE, launch, level=1).config`, where `launch(config)` runs your kernel once on these
-#   inputs with that configuration (`BLOCK_M`, `BLOCK_N`, `BLOCK_K`, `GROUP_M`, `num_warps`,
-#   `num_stages`). The grid is one program per tile of $y$: `cdiv(N * P * Q, BLOCK_M) * cdiv(K, BLOCK_N)`
-#   programs in a 1-D grid, mapped to tiles in grouped order as in lesson 02.
+#   dilation), CONV_SPACE, launch, level=1).config`, where `launch(config)` runs your kernel once on
+#   these inputs with that configuration (`BLOCK_M`, `BLOCK_N`, `BLOCK_K`, `GROUP_M`, `num_warps`,
+#   `num_stages`). The grid is one program per tile of $y$: `cdiv(N * P * Q, BLOCK_M) * cdiv(K,
+#   BLOCK_N)` programs in a 1-D grid, mapped to tiles in grouped order as in lesson 02
+#   (`grouped_tile` is imported).
 #
-# The kernel's signature and docstring are given; the grader calls only `conv2d`, so you may organise the
-# kernel your own way. It checks (2a) stride 1 with 1x1 and 3x3 filters, padding 0 and 1, odd image
-# sizes, channel counts that are not multiples of any block (3, 5, 20 in; 6, 18 out), batches of 1 and
-# 2, fp16 and fp32, and that `y` is channels_last; (2b) strides 2, (2, 1) and (1, 2), padding (1, 0) and
-# 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores, counted in the interpreter; (2d, 2e) on
-# a GPU, your speed on the three 3x3 ResNet layers against im2col + cuBLAS and against cuDNN. During
-# grading PyTorch may only allocate, view and copy: `F.conv2d`, a matmul, `F.pad`, or the reference's
-# `conv2d` fail every exercise that calls yours.
+# **Why the layer's sizes are not `tl.constexpr`.** Triton compiles a kernel once for every distinct
+# set of `tl.constexpr` values, and also specializes plain integer arguments: one that equals 1
+# becomes a constant, one that is a multiple of 16 is marked so. With the filter size, stride,
+# padding and dilation as constexprs, each new layer was a new compile, 1.5 to 3 s each on an H200,
+# and tuning a layer compiled all its candidate configurations again. The given signature passes
+# them, and the image sizes, as plain arguments and names them in `do_not_specialize`, so one
+# compile serves every layer with the same dtype, block configuration and channel alignment. They
+# cost nothing at run time: they are used once per program or once per step of the $K$ loop, next to
+# a `tl.dot` of $128 \times 64 \times 64$. `C` and `K` stay specialized: a channel count that is a
+# multiple of 16 tells the compiler that rows of `x` and `w` start 16-byte aligned, which is what
+# lets it load them as vectors.
+#
+# The kernel's signature and docstring are given; the grader calls only `conv2d`, so you may
+# organise the kernel your own way. It checks (2a) stride 1 with 1x1 and 3x3 filters, padding 0 and
+# 1, odd image sizes, channel counts that are not multiples of any block (3, 5, 20 in; 6, 18 out),
+# batches of 1 and 2, fp16 and fp32, and that `y` is channels_last; (2b) strides 2, (2, 1) and (1,
+# 2), padding (1, 0) and 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores, counted in
+# the interpreter; (2d, 2e) on a GPU, your speed on the three 3x3 ResNet layers against im2col +
+# cuBLAS and against cuDNN. During grading PyTorch may only allocate, view and copy: `F.conv2d`, a
+# matmul, `F.pad`, or the reference's `conv2d` fail every exercise that calls yours.
 
 # %% id="cell-29" nbgrader={"grade": false, "grade_id": "conv2d_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/convolution.py conv2d_kernel solution
@@ -642,25 +694,25 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, stride=1, padding=0, dilation=1) ->
     The launch configuration is tuned per problem (level 1 of CONV_SPACE, cached)."""
     ### BEGIN SOLUTION
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride"), pair(padding, "padding"),
+                                    pair(dilation, "dilation"))
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
 
     def launch(config):
         grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(K, config["BLOCK_N"]),)
-        conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R=R, S=S, STRIDE_H=sh, STRIDE_W=sw,
-                            PAD_H=ph, PAD_W=pw, DIL_H=dh, DIL_W=dw, **config)
+        conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, sh, sw, ph, pw, dh, dw, **config)
 
-    config = autotune(conv2d_kernel, conv_problem(x, w, stride, padding, dilation), CONV_SPACE, launch,
-                      level=1).config
+    config = autotune(conv2d_kernel, conv_problem(x, w, stride, padding, dilation), CONV_SPACE,
+                      launch, level=1).config
     launch(config)
     return y
     ### END SOLUTION
 
 # %% [markdown] id="cell-30"
-# The grader's inputs and its definition (`F.conv2d`, run in float64 on the CPU), and its checker on two
-# cases of your own:
+# The grader's inputs and its definition (`F.conv2d`, run in float64 on the CPU), and its checker on
+# two cases of your own:
 
 # %% id="cell-31" nbgrader={"grade": false, "grade_id": "conv_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def conv_reference(x, w, stride=1, padding=0, dilation=1):
@@ -669,9 +721,9 @@ def conv_reference(x, w, stride=1, padding=0, dilation=1):
 
 
 def make_conv_inputs(case, generator):
-    """(x, w, stride, padding, dilation) for case = {"N", "C", "HW": (H, W), "K", "RS": (R, S), "dtype"}
-    and, if given, "stride", "padding", "dilation" (default 1, 0, 1): x and w standard normal,
-    channels_last, on the lesson's device."""
+    """(x, w, stride, padding, dilation) for case = {"N", "C", "HW": (H, W), "K", "RS": (R, S),
+    "dtype"} and, if given, "stride", "padding", "dilation" (default 1, 0, 1): x and w standard
+    normal, channels_last, on the lesson's device."""
     (H, W), (R, S) = case["HW"], case["RS"]
     x = check.random_tensor((case["N"], case["C"], H, W), case["dtype"], generator)
     w = check.random_tensor((case["K"], case["C"], R, S), case["dtype"], generator)
@@ -683,18 +735,20 @@ def layer_input_sets(layer, seeds=(0, 1), dtype=torch.float16):
     """Input sets [(x, w, stride, padding, dilation), ...] of a ResNet layer for the speed checks:
     a fresh x for each seed, one w."""
     _, w = layer_tensors(layer, dtype, seed=seeds[0])
-    return [(layer_tensors(layer, dtype, seed)[0], w, layer["stride"], layer["padding"], 1) for seed in seeds]
+    return [(layer_tensors(layer, dtype, seed)[0], w, layer["stride"], layer["padding"], 1)
+            for seed in seeds]
 
 
 for result in check.check(conv2d, conv_reference, make_conv_inputs, seeds=[0], cases=[
         {"N": 2, "C": 5, "HW": (7, 9), "K": 6, "RS": (3, 3), "padding": 1, "dtype": torch.float16},
-        {"N": 1, "C": 3, "HW": (9, 8), "K": 4, "RS": (3, 3), "stride": (2, 1), "dilation": 2, "dtype": torch.float32}]):
+        {"N": 1, "C": 3, "HW": (9, 8), "K": 4, "RS": (3, 3), "stride": (2, 1), "dilation": 2,
+         "dtype": torch.float32}]):
     print(result.describe())
 
 # %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_conv2d_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-# Exercise 2a: conv2d is correct at stride 1: 1x1 and 3x3 filters, padding 0 and 1, odd sizes, channel counts
-# that are not multiples of any block, batches of 1 and 2, fp16 and fp32; y is channels_last; and conv2d
-# refuses inputs its kernel cannot index.
+# Exercise 2a: conv2d is correct at stride 1: 1x1 and 3x3 filters, padding 0 and 1, odd sizes,
+# channel counts that are not multiples of any block, batches of 1 and 2, fp16 and fp32; y is
+# channels_last; and conv2d refuses inputs its kernel cannot index.
 cases = [
     {"N": 1, "C": 3, "HW": (7, 9), "K": 6, "RS": (1, 1), "dtype": torch.float32},
     {"N": 2, "C": 5, "HW": (11, 5), "K": 6, "RS": (3, 3), "padding": 1, "dtype": torch.float16},
@@ -712,103 +766,120 @@ assert y.is_contiguous(memory_format=torch.channels_last), (
 x = torch.randn(1, 3, 5, 5, device=DEVICE)
 w = torch.randn(4, 3, 3, 3, device=DEVICE).to(memory_format=torch.channels_last)
 for bad, why in [((x, w), "an NCHW (not channels_last) x"),
-                 ((x.to(memory_format=torch.channels_last), w[:, :2]), "w with 2 channels for an x of 3")]:
+                 ((x.to(memory_format=torch.channels_last), w[:, :2]),
+                  "w with 2 channels for an x of 3")]:
     try:
         conv2d(*bad)
     except ValueError:
         pass
     else:
-        raise AssertionError(f"conv2d accepted {why}: call check_conv_inputs(x, w, stride, padding, dilation)")
+        raise AssertionError(f"conv2d accepted {why}: "
+                             "call check_conv_inputs(x, w, stride, padding, dilation)")
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
-    {"N": 1, "C": 8, "HW": (6, 10), "K": 7, "RS": (3, 1), "padding": (1, 0), "dtype": torch.float16},
+    {"N": 1, "C": 8, "HW": (6, 10), "K": 7, "RS": (3, 1), "padding": (1, 0),
+     "dtype": torch.float16},
 ]
 grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, seeds=(11,))
 ### END HIDDEN TESTS
 
 # %% id="cell-33" nbgrader={"grade": true, "grade_id": "test_conv2d_strided", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-# Exercise 2b: conv2d is correct with strides (equal and per axis), asymmetric and wide padding, dilation,
-# a 1x1 stride-2 shortcut and a 2x3 filter, on non-square inputs.
+# Exercise 2b: conv2d is correct with strides (equal and per axis), asymmetric and wide padding,
+# dilation, a 1x1 stride-2 shortcut and a 2x3 filter, on non-square inputs.
 cases = [
-    {"N": 2, "C": 5, "HW": (11, 9), "K": 6, "RS": (3, 3), "stride": 2, "padding": 1, "dtype": torch.float16},
-    {"N": 1, "C": 20, "HW": (9, 11), "K": 18, "RS": (3, 3), "stride": (2, 1), "padding": (1, 0), "dtype": torch.float32},
-    {"N": 2, "C": 3, "HW": (8, 11), "K": 6, "RS": (3, 3), "stride": (1, 2), "padding": 2, "dilation": 2,
+    {"N": 2, "C": 5, "HW": (11, 9), "K": 6, "RS": (3, 3), "stride": 2, "padding": 1,
      "dtype": torch.float16},
+    {"N": 1, "C": 20, "HW": (9, 11), "K": 18, "RS": (3, 3), "stride": (2, 1), "padding": (1, 0),
+     "dtype": torch.float32},
+    {"N": 2, "C": 3, "HW": (8, 11), "K": 6, "RS": (3, 3), "stride": (1, 2), "padding": 2,
+     "dilation": 2, "dtype": torch.float16},
     {"N": 1, "C": 7, "HW": (10, 7), "K": 5, "RS": (1, 1), "stride": 2, "dtype": torch.float32},
-    {"N": 1, "C": 4, "HW": (11, 6), "K": 6, "RS": (2, 3), "stride": (2, 1), "padding": 2, "dtype": torch.float16},
+    {"N": 1, "C": 4, "HW": (11, 6), "K": 6, "RS": (2, 3), "stride": (2, 1), "padding": 2,
+     "dtype": torch.float16},
 ]
 grading.assert_correct(conv2d, conv_reference, make_conv_inputs, cases, seeds=(0, 1))
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
-    {"N": 2, "C": 6, "HW": (9, 9), "K": 6, "RS": (3, 3), "stride": 3, "padding": 1, "dilation": (1, 2),
-     "dtype": torch.float32},
+    {"N": 2, "C": 6, "HW": (9, 9), "K": 6, "RS": (3, 3), "stride": 3, "padding": 1,
+     "dilation": (1, 2), "dtype": torch.float32},
 ]
 grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, seeds=(11,))
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-34"
-# **Exercise 2c, what the kernel may write.** Without a GPU nothing can be timed, but the bytes can be
-# counted. The check below runs your `conv2d` on a small ResNet-like layer (batch 1, 16 channels in and
-# out, 8x8, 3x3, padding 1, fp16) under `traffic.count_traffic`. An implicit GEMM stores $y$, once, and
-# nothing else: its stored bytes must equal $y$'s exactly, where the unfolded matrix alone would be 9
-# times the input. The output of the counted run must be right, too.
+# **Exercise 2c, what the kernel may write.** Without a GPU nothing can be timed, but the bytes can
+# be counted. The check below runs your `conv2d` on a small ResNet-like layer (batch 1, 16 channels
+# in and out, 8x8, 3x3, padding 1, fp16) under `traffic.count_traffic`. An implicit GEMM stores $y$,
+# once, and nothing else: its stored bytes must equal $y$'s exactly, where the unfolded matrix alone
+# would be 9 times the input. The output of the counted run must be right, too.
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_never_materialises", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), and y is right.
+# Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), and y is
+# right.
 def check_traffic(case):
-    x, w, stride, padding, dilation = args = make_conv_inputs(case, torch.Generator().manual_seed(0))
-    conv2d(*args)                          # on a GPU this tunes (cached); the counted call below reuses it
+    args = make_conv_inputs(case, torch.Generator().manual_seed(0))
+    x, w, stride, padding, dilation = args
+    conv2d(*args)   # on a GPU this tunes (cached); the counted call below reuses it
     (N, C, H, W), (K, _, R, S) = x.shape, w.shape
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     unfolded_bytes = N * P * Q * R * S * C * x.element_size()
     grading.assert_traffic(
         conv2d, args, conv_reference, x.dtype,
-        what=f"N{N} C{C} {H}x{W} K{K} {R}x{S}, stride {stride}, padding {padding}, {str(x.dtype)[6:]}",
+        what=f"N{N} C{C} {H}x{W} K{K} {R}x{S}, stride {stride}, padding {padding}, "
+             f"{str(x.dtype)[6:]}",
         stores=N * K * P * Q * x.element_size(),
         store_hint=f" (the unfolded matrix would be {unfolded_bytes:,} bytes, "
                    f"{unfolded_bytes / x.nbytes:.1f} x the input)")
 
 
-check_traffic({"N": 1, "C": 16, "HW": (8, 8), "K": 16, "RS": (3, 3), "padding": 1, "dtype": torch.float16})
+check_traffic({"N": 1, "C": 16, "HW": (8, 8), "K": 16, "RS": (3, 3), "padding": 1,
+               "dtype": torch.float16})
 ### BEGIN HIDDEN TESTS
-check_traffic({"N": 2, "C": 12, "HW": (7, 9), "K": 10, "RS": (3, 3), "stride": 2, "padding": 1, "dtype": torch.float32})
+check_traffic({"N": 2, "C": 12, "HW": (7, 9), "K": 10, "RS": (3, 3), "stride": 2, "padding": 1,
+               "dtype": torch.float32})
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-36"
 # ## Exercises 2d and 2e (2 + 3 points, need a GPU): speed
 #
-# Two checks on a GPU, on the three 3x3 ResNet layers (N32 C64 56x56 K64, N32 C256 14x14 K256, N64 C128
-# 28x28 K128, padding 1, fp16, channels_last), each measured in this process with your `conv2d` and the
-# baseline interleaved, on two inputs, and the outputs of the timed runs checked against the float64
-# definition. Your `conv2d` is tuned on each layer before it is timed (the tuner's result is cached).
-# These layers take tens of microseconds on a recent GPU, less than Python takes to call a wrapper
-# like yours (input checks, the tuner's cache, the launch: on an H200 about 0.1 ms a call), so every
-# function is timed as a replayed CUDA graph (`graph_below_ms=GRAPH_BELOW_MS`, set with the layers), which
-# measures the GPU's work and not the host's. The slowest layer counts:
+# Two checks on a GPU, on the three 3x3 ResNet layers (N32 C64 56x56 K64, N32 C256 14x14 K256, N64
+# C128 28x28 K128, padding 1, fp16, channels_last), each measured in this process with your `conv2d`
+# and the baseline interleaved, on two inputs, and the outputs of the timed runs checked against the
+# float64 definition. Your `conv2d` is tuned on each layer before it is timed (the tuner's result is
+# cached). These layers take tens of microseconds on a recent GPU, less than Python takes to call a
+# wrapper like yours (input checks, the tuner's cache, the launch: on an H200 about 0.1 ms a call),
+# so every function is timed as a replayed CUDA graph (`graph_below_ms=GRAPH_BELOW_MS`, set with the
+# layers), which measures the GPU's work and not the host's. The slowest layer counts:
 #
-# - **2d, against im2col + cuBLAS** (`im2col_conv2d`, version 2): at least the threshold printed (2.0).
-# - **2e, against cuDNN** (`F.conv2d` on the same channels_last tensors): at least the threshold printed
-#   (0.5). On an H200 the reference reached 0.98, 0.78 and 0.78 of cuDNN on these layers.
+# - **2d, against im2col + cuBLAS** (`im2col_conv2d`, version 2): at least the threshold printed
+#   (2.0).
+# - **2e, against cuDNN** (`F.conv2d` on the same channels_last tensors): at least the threshold
+#   printed (0.5). On an H200 the reference reached 0.98, 0.78 and 0.78 of cuDNN on these layers.
 #
-# If you fall short: is `x` read in NHWC order, `BLOCK_K` channels per row, so the loads coalesce? Is the
-# K loop one `tl.range` the compiler can pipeline? Did `autotune` run at level 1?
+# If you fall short: is `x` read in NHWC order, `BLOCK_K` channels per row, so the loads coalesce?
+# Is the K loop one `tl.range` the compiler can pipeline? Did `autotune` run at level 1?
 
 # %% id="cell-37" nbgrader={"grade": true, "grade_id": "test_conv2d_vs_im2col", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 2d: conv2d is several times faster than im2col + cuBLAS on each 3x3 ResNet layer (GPU only).
+# Exercise 2d: conv2d is several times faster than im2col + cuBLAS on each 3x3 ResNet layer
+# (GPU only).
 grading.require_gpu("the speed of conv2d against im2col + cuBLAS")
 limit = grading.threshold("05_convolution", "conv_vs_im2col")
 ratios = {}
 for name in GRADED_LAYERS:
     layer = RESNET_LAYERS[name]
     input_sets = layer_input_sets(layer)
-    conv2d(*input_sets[0])             # tune first (cached): the timed calls run the chosen configuration
+    # tune first (cached): the timed calls run the chosen configuration
+    conv2d(*input_sets[0])
     x, w, stride, padding, dilation = input_sets[0]
     print(f"\n{name}, fp16")
+    # timed as CUDA-graph replays: GPU time, not Python's
     yours, im2col_gemm = grading.measure_speed(
-        conv2d, {"im2col + cuBLAS": lambda: im2col_conv2d(x, w, stride, padding, dilation)}, input_sets,
-        conv_reference, torch.float16, flops=layer_flops(layer), bytes=layer_min_bytes(layer))  # timed as CUDA-graph replays: GPU time, not Python's
+        conv2d, {"im2col + cuBLAS": lambda: im2col_conv2d(x, w, stride, padding, dilation)},
+        input_sets, conv_reference, torch.float16, flops=layer_flops(layer),
+        bytes=layer_min_bytes(layer))
     ratios[name] = im2col_gemm.median_ms / yours.median_ms
-print("\nspeedup over im2col + cuBLAS: " + ", ".join(f"{name}: {r:.2f}x" for name, r in ratios.items()))
+print("\nspeedup over im2col + cuBLAS: "
+      + ", ".join(f"{name}: {r:.2f}x" for name, r in ratios.items()))
 slowest = min(ratios, key=ratios.get)
 print(f"the slowest layer, {slowest}, counts")
 grading.assert_ratio(ratios[slowest], limit)
@@ -824,9 +895,11 @@ for name in GRADED_LAYERS:
     conv2d(*input_sets[0])             # tune first (cached)
     x, w, stride, padding, dilation = input_sets[0]
     print(f"\n{name}, fp16")
+    # timed as CUDA-graph replays: GPU time, not Python's
     yours, cudnn = grading.measure_speed(
-        conv2d, {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding)}, input_sets,
-        conv_reference, torch.float16, flops=layer_flops(layer), bytes=layer_min_bytes(layer))  # timed as CUDA-graph replays: GPU time, not Python's
+        conv2d, {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding)},
+        input_sets, conv_reference, torch.float16, flops=layer_flops(layer),
+        bytes=layer_min_bytes(layer))
     ratios[name] = cudnn.median_ms / yours.median_ms
 print("\nfraction of cuDNN's speed: " + ", ".join(f"{name}: {r:.2f}" for name, r in ratios.items()))
 slowest = min(ratios, key=ratios.get)
@@ -838,12 +911,12 @@ grading.assert_ratio(ratios[slowest], limit)
 #
 # Every version of this lesson, timed interleaved on the same fp16 channels_last inputs: the direct
 # kernel (version 1, at `FOCUS` only: it is slow), im2col + cuBLAS (version 2), your `conv2d`, the
-# course's reference tuned at level 1, and `F.conv2d` on NCHW and on channels_last copies of the same
-# values. On a GPU this runs on all five ResNet layers (each is tuned first, for your kernel and the
-# reference, which takes a while the first time); in the interpreter on a toy layer, whose times say
-# nothing about GPU speed. As in the speed checks, short calls are replayed from CUDA graphs.
-# TFLOP/s come from $2NKPQCRS$ FLOPs, bytes from the fewest the layer needs, so on the roofline all
-# versions of a layer share one intensity and differ only in height.
+# course's reference tuned at level 1, and `F.conv2d` on NCHW and on channels_last copies of the
+# same values. On a GPU this runs on all five ResNet layers (each is tuned first, for your kernel
+# and the reference, which takes a while the first time); in the interpreter on a toy layer, whose
+# times say nothing about GPU speed. As in the speed checks, short calls are replayed from CUDA
+# graphs. TFLOP/s come from $2NKPQCRS$ FLOPs, bytes from the fewest the layer needs, so on the
+# roofline all versions of a layer share one intensity and differ only in height.
 
 # %% id="cell-40" tags=["demo"]
 rates = {}       # layer -> name -> TFLOP/s
@@ -854,7 +927,9 @@ for name, layer in progress.track(list(COMPARE_LAYERS.items()), "layers"):
     stride, padding = layer["stride"], layer["padding"]
     conv2d(x, w, stride, padding)                          # tune first (cached per problem)
     reference.conv2d(x, w, stride, padding, level=1)
-    fns = {"direct (version 1)": lambda: direct_conv2d(x, w, stride, padding)} if name == FOCUS_NAME else {}
+    fns = {}
+    if name == FOCUS_NAME:   # the direct kernel is slow: at FOCUS only
+        fns["direct (version 1)"] = lambda: direct_conv2d(x, w, stride, padding)
     fns |= {"im2col + matmul (version 2)": lambda: im2col_conv2d(x, w, stride, padding),
             f"{LIBRARY} NCHW": lambda: F.conv2d(x_nchw, w_nchw, stride=stride, padding=padding),
             "conv2d (yours)": lambda: conv2d(x, w, stride, padding),
@@ -865,33 +940,36 @@ for name, layer in progress.track(list(COMPARE_LAYERS.items()), "layers"):
     rates[name] = {m.name: m.tflops for m in results}
     if name == FOCUS_NAME:
         focus = results
-    del x, w, x_nchw, w_nchw
+    x = w = x_nchw = w_nchw = None   # frees this layer's tensors before the next (as del would)
 
 print(f"{FOCUS_NAME}, stride {FOCUS['stride']}, padding {FOCUS['padding']}, fp16, channels_last")
 bench.print_table(focus, baseline="conv2d (yours)")
 if device.ON_GPU:
-    names = ["conv2d (yours)", "reference (tuned)", "cuDNN channels_last", "cuDNN NCHW", "im2col + matmul (version 2)"]
+    names = ["conv2d (yours)", "reference (tuned)", "cuDNN channels_last", "cuDNN NCHW",
+             "im2col + matmul (version 2)"]
     print(f"\nTFLOP/s on {device.info().name}, fp16")
-    print(f"{'layer':<34}" + "".join(f"{n.split(' (')[0][:14]:>16}" for n in names) + f"{'yours / cuDNN':>15}")
+    print(f"{'layer':<34}" + "".join(f"{n.split(' (')[0][:14]:>16}" for n in names)
+          + f"{'yours / cuDNN':>15}")
     for name, by_version in rates.items():
         print(f"{name:<34}" + "".join(f"{by_version[n]:>16.0f}" for n in names)
               + f"{by_version['conv2d (yours)'] / by_version['cuDNN channels_last']:>15.2f}")
 
 # %% [markdown] id="cell-41"
-# TFLOP/s per layer, and at `FOCUS` the ladder from version 1 up and the roofline (charts of speed on a
-# GPU only):
+# TFLOP/s per layer, and at `FOCUS` the ladder from version 1 up and the roofline (charts of speed
+# on a GPU only):
 
 # %% id="cell-42" tags=["demo"]
 if not focus:
-    raise NotImplementedError("the comparison needs your conv2d (Exercise 2): write it, then run the cell "
-                              "above again")
+    raise NotImplementedError("the comparison needs your conv2d (Exercise 2): "
+                              "write it, then run the cell above again")
 if device.ON_GPU:
-    names = ["im2col + matmul (version 2)", "cuDNN NCHW", "conv2d (yours)", "reference (tuned)", "cuDNN channels_last"]
+    names = ["im2col + matmul (version 2)", "cuDNN NCHW", "conv2d (yours)", "reference (tuned)",
+             "cuDNN channels_last"]
     fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / len(names)
     for i, version in enumerate(names):
-        ax.bar([j + i * width for j in range(len(rates))], [rates[layer][version] for layer in rates], width,
-               label=version, color=f"C{i}")
+        ax.bar([j + i * width for j in range(len(rates))],
+               [rates[layer][version] for layer in rates], width, label=version, color=f"C{i}")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rates))], list(rates), fontsize=8)
     ax.set(ylabel="TFLOP/s", title=f"Convolution, fp16, on {device.info().name}")
     ax.grid(True, axis="y", alpha=0.3)
@@ -908,20 +986,20 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 # ## What comes next
 #
 # Convolution is a matrix product in disguise, and this lesson took the disguise off three ways. The
-# direct loop nest is correct but cannot reach the tensor cores. im2col + GEMM reaches them, at the price
-# of an intermediate $R \cdot S$ times the input, written and read back. The implicit GEMM keeps the
-# matmul and drops the intermediate: the same move FlashAttention made with the attention scores in
-# lesson 04, **compute what the next stage needs where it needs it, instead of writing it to memory**.
-# The layout made the difference too: NHWC turns each tap's channels into one contiguous run, so a tile of
-# the virtual matrix loads like a tile of a real one. Run through this notebook on an H200, at N32 C64
-# 56x56 K64 3x3, the direct kernel reached 4 TFLOP/s, im2col + cuBLAS 33, the reference implicit GEMM
-# 250 and cuDNN 257; on the 1x1 layer, where there is nothing to unfold, im2col + cuBLAS and the implicit
-# GEMM were level (103 and 100). Over the five ResNet layers the reference reached 0.68 to 0.98 of
-# cuDNN's speed. A variant that loaded the input through TMA tensor descriptors
-# (for stride-1 "same" convolutions the rows a tap needs are one contiguous block of $x$ viewed as an
-# $(N \cdot H \cdot W, C)$ matrix, with the rows that fall off an edge zeroed after the load) was slower,
-# at 0.49 to 0.76 of cuDNN on the 3x3 layers, and persistent variants did not help either. Your own
-# GPU's figures are in the comparison above.
+# direct loop nest is correct but cannot reach the tensor cores. im2col + GEMM reaches them, at the
+# price of an intermediate $R \cdot S$ times the input, written and read back. The implicit GEMM
+# keeps the matmul and drops the intermediate: the same move FlashAttention made with the attention
+# scores in lesson 04, **compute what the next stage needs where it needs it, instead of writing it
+# to memory**. The layout made the difference too: NHWC turns each tap's channels into one
+# contiguous run, so a tile of the virtual matrix loads like a tile of a real one. Run through this
+# notebook on an H200, at N32 C64 56x56 K64 3x3, the direct kernel reached 4 TFLOP/s, im2col +
+# cuBLAS 33, the reference implicit GEMM 250 and cuDNN 257; on the 1x1 layer, where there is nothing
+# to unfold, im2col + cuBLAS and the implicit GEMM were level (103 and 100). Over the five ResNet
+# layers the reference reached 0.68 to 0.98 of cuDNN's speed. A variant that loaded the input
+# through TMA tensor descriptors (for stride-1 "same" convolutions the rows a tap needs are one
+# contiguous block of $x$ viewed as an $(N \cdot H \cdot W, C)$ matrix, with the rows that fall off
+# an edge zeroed after the load) was slower, at 0.49 to 0.76 of cuDNN on the 3x3 layers, and
+# persistent variants did not help either. Your own GPU's figures are in the comparison above.
 #
 # This is the last lesson of the kernels track. **Lesson 06, the capstone**, puts the kernels of the
 # track into a Llama-style language model.

@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import tuning_cache_in
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -21,8 +23,5 @@ def pytest_collection_modifyitems(config, items):
 def fresh_tuning_cache(tmp_path_factory):
     """The grading kernels inherit TILEGYM_CACHE_DIR: every submission of the module tunes from
     scratch, so a cached winner of the solution cannot stand in for a submission's own search."""
-    from tilegym_edu import tune
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TILEGYM_CACHE_DIR", str(tmp_path_factory.mktemp("tilegym_cache")))
-        tune._MEMORY.clear()
+    with tuning_cache_in(tmp_path_factory.mktemp("tilegym_cache")):
         yield

@@ -7,7 +7,7 @@ import torch
 
 from tests.adversaries import lesson_namespace, run_test_cell
 from tests.submissions import Submission
-from tilegym_edu import course
+from tilegym_edu import autograde
 
 LESSON = "00_getting_started"
 
@@ -65,7 +65,7 @@ ILLEGAL_ADDRESS = Submission(
 def test_an_illegal_address_loses_the_gpu_cells_says_why_and_the_next_grading_is_whole(
         course_copy, tmp_path):
     solution = course_copy / "solutions" / LESSON / f"{LESSON}.ipynb"
-    crashed = course.grade(LESSON, ILLEGAL_ADDRESS.write(solution, tmp_path / "crash"),
+    crashed = autograde.grade(LESSON, ILLEGAL_ADDRESS.write(solution, tmp_path / "crash"),
                            root=course_copy, student="gpu_illegal_address")
     print(crashed.format_table())
     results = {e.exercise: e for e in crashed.exercises}
@@ -74,7 +74,7 @@ def test_an_illegal_address_loses_the_gpu_cells_says_why_and_the_next_grading_is
     assert "outside its tensors" in correct.reason  # what it means and what to do
     assert results["test_silu_mul_bandwidth"].points == 0
     assert results["test_bytes"].points == results["test_bytes"].max_points  # no GPU needed
-    after = course.grade(LESSON, solution.parent, root=course_copy, student="gpu_after_crash")
+    after = autograde.grade(LESSON, solution.parent, root=course_copy, student="gpu_after_crash")
     assert after.points == after.max_points, after.format_table()
 
 

@@ -1,6 +1,6 @@
 """Every speed cell of every lesson, run on the GPU with the lesson's own solution: each must
 pass, and prints what it measured (the ratio and its threshold). The whole notebooks are
-graded in tests/gpu/test_lessonNN_gpu.py; this runs only the cells that time something, so
+graded in tests/gpu/test_lessons_gpu.py; this runs only the cells that time something, so
 that a change to how speed is measured can be checked on all of them in minutes."""
 import io
 
@@ -28,7 +28,8 @@ SPEED_CELLS = [
 ]
 
 
-@pytest.mark.parametrize("lesson, cell", SPEED_CELLS, ids=[f"{lesson[:2]}:{c}" for lesson, c in SPEED_CELLS])
+@pytest.mark.parametrize("lesson, cell", SPEED_CELLS,
+                         ids=[f"{lesson[:2]}:{c}" for lesson, c in SPEED_CELLS])
 def test_the_solution_passes_every_speed_cell(lesson, cell):
     namespace = dict(lesson_namespace(lesson))
     output = io.StringIO()

@@ -10,12 +10,7 @@ from tilegym_edu import tune
 from tilegym_edu.reference import pipelined
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
-    tune._MEMORY.clear()
-    yield
-    tune._MEMORY.clear()
+pytestmark = pytest.mark.usefixtures("fresh_cache")   # every test: a tuning cache of its own
 
 
 def inputs(n=2048):
@@ -26,7 +21,7 @@ def inputs(n=2048):
 
 def test_level_1_search_times_every_candidate_and_is_cached():
     a, b = inputs()
-    launch = lambda config: pipelined.pipelined_matmul.__wrapped__(a, b, **config)  # noqa: E731
+    launch = lambda config: pipelined.pipelined_matmul.__wrapped__(a, b, config)  # noqa: E731
     problem = pipelined.matmul_problem(a, b)
     result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
                            launch, min_ms=0)      # tuned whatever its size
@@ -50,7 +45,7 @@ def test_a_configuration_the_compiler_refuses_is_recorded_not_fatal():
                           "BLOCK_K": 128, "num_stages": 5})
     space = tune.SearchSpace(default=tune.Config(**pipelined.PIPELINED_DEFAULT), small=[huge])
     result = tune.autotune(pipelined.pipelined_matmul_kernel, pipelined.matmul_problem(a, b),
-                           space, lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c),
+                           space, lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, c),
                            min_ms=0)
     status = {t.config: t.status for t in result.trials}
     assert status[huge].startswith("failed: OutOfResources"), status[huge]
@@ -70,5 +65,5 @@ def test_a_problem_that_runs_in_microseconds_is_not_tuned():
     a, b = inputs(256)
     problem = pipelined.matmul_problem(a, b)
     result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
-                           lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, **c))
+                           lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, c))
     assert result.config == pipelined.PIPELINED_SPACE.default and "not tuned" in result.note

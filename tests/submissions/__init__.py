@@ -17,6 +17,9 @@ class Submission:
     edits: dict[str, tuple[str, str]] = field(default_factory=dict)  # grade_id -> (old, new)
     loses: tuple[str, ...] = ()
     reason: str = ""   # a phrase the grade table's reason must contain
+    #: grade_id (one of ``loses``) -> more phrases that cell's reason must contain: the failing
+    #: case it names
+    details: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def write(self, solution: Path, folder: Path) -> Path:
         """Write this submission of ``solution`` into ``folder``; return the folder."""
@@ -30,3 +33,14 @@ class Submission:
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / solution.name)
         return folder
+
+
+@dataclass(frozen=True)
+class OnGpu:
+    """A submission graded on a GPU too (tests/gpu/test_lessons_gpu.py): there it loses its own
+    ``loses`` (with its reason), every cell of ``also_loses`` and perhaps those of ``may_lose``,
+    and nothing else. Both name cells that need a GPU (tests/test_lessons.py checks)."""
+
+    submission: Submission
+    also_loses: tuple[str, ...] = ()
+    may_lose: tuple[str, ...] = ()

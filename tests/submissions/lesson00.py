@@ -6,10 +6,12 @@ BYTES = "bytes_solution"
 CORRECT = "test_silu_mul_correct"
 
 SUBMISSIONS = [
-    Submission("tail_not_covered",   # grid of n // BLOCK programs: the last partial block is never written
+    # a grid of n // BLOCK programs: the last partial block is never written
+    Submission("tail_not_covered",
                {KERNEL: ("silu_mul_kernel[(triton.cdiv(n, BLOCK_SIZE),)]",
                          "silu_mul_kernel[(n // BLOCK_SIZE,)]")},
-               loses=(CORRECT,), reason="NaN"),
+               loses=(CORRECT,), reason="NaN",
+               details={CORRECT: ("case (shape=", "seed", "first bad element")}),
     Submission("wrong_dtype",        # always returns float32
                {KERNEL: ("out = torch.empty_like(x)",
                          "out = torch.empty_like(x, dtype=torch.float32)")},
@@ -20,7 +22,8 @@ SUBMISSIONS = [
                loses=(CORRECT,), reason="LibraryShortcut"),
     Submission("half_precision_intermediate",  # rounds silu(x) to float16: float32 loses accuracy
                {KERNEL: ("out = x * tl.sigmoid(x) * y",
-                         "silu = (x * tl.sigmoid(x)).to(tl.float16)\n    out = silu.to(tl.float32) * y")},
+                         "silu = (x * tl.sigmoid(x)).to(tl.float16)\n"
+                         "    out = silu.to(tl.float32) * y")},
                loses=(CORRECT,), reason="tolerance"),
     Submission("eager_bytes_forgets_intermediate",
                {BYTES: ("return (2 + 3) * n * element_size", "return 3 * n * element_size")},

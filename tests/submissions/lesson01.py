@@ -1,8 +1,8 @@
 """Submissions of lesson 01 (01_naive_matmul) and the points each must lose.
 
-SUBMISSIONS are graded in interpreter mode (tests/test_lesson01.py). CUDA_SUBMISSIONS are wrong
-CUDA C kernels: their cell is graded only on a GPU (tests/gpu/test_lesson01_gpu.py)."""
-from tests.submissions import Submission
+SUBMISSIONS are graded in interpreter mode (tests/test_lessons.py). CUDA_SUBMISSIONS are wrong
+CUDA C kernels: their cell is graded only on a GPU (tests/gpu/test_lessons_gpu.py)."""
+from tests.submissions import OnGpu, Submission
 
 CUDA = "cuda_kernel_solution"
 KERNEL = "naive_matmul_solution"
@@ -15,7 +15,8 @@ SUBMISSIONS = [
     Submission("b_strides_swapped",   # right for square contiguous inputs, wrong for any other
                {KERNEL: ("b = tl.load(b_ptr + offs_k * stride_bk + n * stride_bn,",
                          "b = tl.load(b_ptr + offs_k * stride_bn + n * stride_bk,")},
-               loses=(CORRECT,), reason="error above the tolerance"),
+               loses=(CORRECT,), reason="error above the tolerance",
+               details={CORRECT: ("case (M=", "seed", "first bad element")}),
     Submission("k_tail_dropped",      # the loop stops before the last, partial BLOCK_K step
                {KERNEL: ("for k0 in range(0, K, BLOCK_K):",
                          "for k0 in range(0, K - BLOCK_K + 1, BLOCK_K):")},
@@ -44,3 +45,6 @@ CUDA_SUBMISSIONS = [
                        "    int col = blockIdx.y * blockDim.y + threadIdx.y;")},
                loses=(CUDA_CORRECT,), reason="checks failed"),
 ]
+
+#: graded on a GPU (tests/gpu/test_lessons_gpu.py): each loses its CUDA cell and nothing else
+GPU_SUBMISSIONS = [OnGpu(submission) for submission in CUDA_SUBMISSIONS]

@@ -1,5 +1,5 @@
 """Submissions of lesson 03 (03_software_pipelining) and the points each must lose."""
-from tests.submissions import Submission
+from tests.submissions import OnGpu, Submission
 
 MODEL = "pipeline_model_solution"
 SHARED = "shared_memory_solution"
@@ -36,7 +36,8 @@ SUBMISSIONS = [
     Submission("schedule_ignores_stages",
                {MODEL: ("load_start = 0.0 if j < S else schedule[j - S][3]",
                         "load_start = schedule[j - 1][3] if j else 0.0")},
-               loses=(SCHEDULE,), reason="the rules give"),
+               loses=(SCHEDULE,), reason="the rules give",
+               details={SCHEDULE: ("pipeline_schedule(T=4, S=2, L=3, C=1): tile 1",)}),
     # Reuses a buffer one tile too early (tile j waits for tile j - S + 1): S - 1 buffers. The first
     # check (S = 2) gives wrong times before any S = 1 case could raise IndexError.
     Submission("buffer_reuse_off_by_one",
@@ -51,8 +52,10 @@ SUBMISSIONS = [
     # instead would read past the end of a and b in the interpreter, which may crash the kernel or
     # read anything: this wrong kernel stays inside the inputs.) K = 1 gives zeros.
     Submission("k_tail_dropped",
-               {MATMUL: ("for k in tl.range(0, tl.cdiv(K, BLOCK_K)):", "for k in tl.range(0, K // BLOCK_K):")},
-               loses=(CORRECT,), reason="error above the tolerance"),
+               {MATMUL: ("for k in tl.range(0, tl.cdiv(K, BLOCK_K)):",
+                         "for k in tl.range(0, K // BLOCK_K):")},
+               loses=(CORRECT,), reason="error above the tolerance",
+               details={CORRECT: ("case (M=1, N=1, K=1", "seed")}),
     # PyTorch does the work.
     Submission("library_shortcut",
                {MATMUL: ("    if config is None:\n        config = matmul_config(a, b)\n",
@@ -61,15 +64,14 @@ SUBMISSIONS = [
     # Stores only the left half of each output tile (EPILOGUE_SPLIT = 2, the default): the right
     # halves stay NaN wherever N > 128.
     Submission("persistent_stores_left_half",
-               {PERSISTENT: ("            c_desc.store([offs_m, offs_n + BLOCK_N // 2], right.to(c_desc.dtype))\n",
-                             "")},
+               {PERSISTENT: ("            c_desc.store([offs_m, offs_n + BLOCK_N // 2], "
+                             "right.to(c_desc.dtype))\n", "")},
                loses=("test_persistent_correct",), reason="NaN"),
     NUM_STAGES_FORCED_TO_1,
     AUTOTUNES_EVERY_CALL,
 ]
 
-#: for the GPU tests (tests/gpu): submission name -> (submission, the cells it loses on a GPU)
-GPU_SUBMISSIONS = {
-    NUM_STAGES_FORCED_TO_1.name: (NUM_STAGES_FORCED_TO_1, (UNPIPELINED, CUBLAS)),
-    AUTOTUNES_EVERY_CALL.name: (AUTOTUNES_EVERY_CALL, (UNPIPELINED, CUBLAS)),
-}
+#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): there both lose the two speed cells of
+#: the pipelined matmul (nothing without a GPU)
+GPU_SUBMISSIONS = [OnGpu(NUM_STAGES_FORCED_TO_1, also_loses=(UNPIPELINED, CUBLAS)),
+                   OnGpu(AUTOTUNES_EVERY_CALL, also_loses=(UNPIPELINED, CUBLAS))]

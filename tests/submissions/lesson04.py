@@ -1,5 +1,5 @@
 """Submissions of lesson 04 (04_flash_attention) and the points each must lose."""
-from tests.submissions import Submission
+from tests.submissions import OnGpu, Submission
 
 SOFTMAX = "softmax_solution"
 STATS = "online_softmax_solution"
@@ -7,6 +7,13 @@ FLASH = "flash_attention_solution"
 CORRECT = "test_flash_attention_correct"
 CAUSAL = "test_flash_attention_causal"
 TRAFFIC = "test_never_writes_scores"
+
+# PyTorch does the work: every cell that calls flash_attention under the guard fails.
+LIBRARY_SHORTCUT = Submission(
+    "library_shortcut",
+    {FLASH: ("    check_attention_inputs(q, k, v)\n",
+             "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)\n")},
+    loses=(CORRECT, CAUSAL, TRAFFIC), reason="LibraryShortcut")
 
 SUBMISSIONS = [
     # exp(x) of the raw row: fine for standard normal rows, inf / inf = NaN once values reach ~90
@@ -17,15 +24,18 @@ SUBMISSIONS = [
     # The running sum is never rescaled when the maximum grows: right only when the first block
     # holds the row's maximum.
     Submission("stats_without_rescale",
-               {STATS: ("l = l * torch.exp(m - shift) + ", "l = l + ")},
+               {STATS: ("ell = ell * torch.exp(m - shift) + ", "ell = ell + ")},
                loses=("test_softmax_stats",), reason="differs from sum(exp(x - m))"),
     # A plain exp2 of the scores, no running maximum subtracted (and so nothing to rescale):
     # correct for scores of order 1, inf / inf = NaN for the graded scores of ~1e3. The traffic
     # check runs at ordinary scale and still passes.
     Submission("flash_without_max",
-               {FLASH: ("        p = tl.math.exp2(qk - m_new[:, None])\n        alpha = tl.math.exp2(m_i - m_new)\n",
-                        "        p = tl.math.exp2(qk)\n        alpha = tl.math.exp2(m_new - m_new)\n")},
-               loses=(CORRECT, CAUSAL), reason="NaN or inf"),
+               {FLASH: ("        p = tl.math.exp2(qk - m_new[:, None])\n"
+                        "        alpha = tl.math.exp2(m_i - m_new)\n",
+                        "        p = tl.math.exp2(qk)\n"
+                        "        alpha = tl.math.exp2(m_new - m_new)\n")},
+               loses=(CORRECT, CAUSAL), reason="NaN or inf",
+               details={CORRECT: ("case (batch=", "scale=32.0", "seed")}),
     # The accumulator is not multiplied by alpha when the maximum grows: wrong as soon as a row
     # spans two key blocks, which the traffic check's output (seq 256) does too.
     Submission("accumulator_not_rescaled",
@@ -37,16 +47,19 @@ SUBMISSIONS = [
     Submission("causal_mask_off_by_one",
                {FLASH: ("valid = valid & (offs_m[:, None] >= cols[None, :])",
                         "valid = valid & (offs_m[:, None] > cols[None, :])")},
-               loses=(CAUSAL, TRAFFIC), reason="NaN or inf"),
+               loses=(CAUSAL, TRAFFIC), reason="NaN or inf",
+               details={CAUSAL: ("causal=True", "first bad element")}),
     # Keys past seq_len are loaded as zeros (the loads stay masked) but not masked out of the
     # scores: each gets score 0 and a weight. The causal mask hides them from every real query,
     # and the traffic check's lengths are multiples of the blocks: only non-causal cases fail.
     Submission("tail_keys_not_masked",
                {FLASH: ("valid = cols[None, :] < seq_len", "valid = cols[None, :] >= 0")},
                loses=(CORRECT,), reason="tolerance"),
-    # PyTorch does the work: every cell that calls flash_attention under the guard fails.
-    Submission("library_shortcut",
-               {FLASH: ("    check_attention_inputs(q, k, v)\n",
-                        "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)\n")},
-               loses=(CORRECT, CAUSAL, TRAFFIC), reason="LibraryShortcut"),
+    LIBRARY_SHORTCUT,
 ]
+
+#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut is refused in the timed
+#: FlashAttention cells as well; the peak-memory cell (it measures a guarded call) may lose too
+GPU_SUBMISSIONS = [OnGpu(LIBRARY_SHORTCUT,
+                         also_loses=("test_flash_vs_naive", "test_flash_vs_best_sdpa"),
+                         may_lose=("test_peak_memory",))]

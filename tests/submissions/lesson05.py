@@ -1,5 +1,5 @@
 """Submissions of lesson 05 (05_convolution) and the points each must lose."""
-from tests.submissions import Submission
+from tests.submissions import OnGpu, Submission
 
 IM2COL = "im2col_solution"
 CONV = "conv2d_solution"
@@ -8,48 +8,64 @@ CORRECT = "test_conv2d_correct"
 STRIDED = "test_conv2d_strided"
 TRAFFIC = "test_never_materialises"
 
+# PyTorch does the work: every cell that calls conv2d under the guard fails. The traffic check
+# counts a guarded call (after an unguarded one that would tune), so it fails too; so do the speed
+# cells, which need a GPU (measure_speed makes a guarded call first).
+EMPTY_Y = ("    y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype, "
+           "memory_format=torch.channels_last)\n")
+LIBRARY_SHORTCUT = Submission(
+    "library_shortcut",
+    {CONV: (EMPTY_Y, "    return F.conv2d(x, w, stride=stride, padding=padding,\n"
+                     "                    dilation=dilation)"
+                     ".contiguous(memory_format=torch.channels_last)\n" + EMPTY_Y)},
+    loses=(CORRECT, STRIDED, TRAFFIC), reason="LibraryShortcut")
+
 SUBMISSIONS = [
     # The index map forgets dilation (taps one pixel apart, always): right wherever dilation is 1,
     # wrong on the dilation-2 case. im2col_source is used by Exercise 1 alone.
     Submission("im2col_ignores_dilation",
                {IM2COL: ("    h = p * sh - ph + r * dh\n    w = q * sw - pw + s * dw\n",
                          "    h = p * sh - ph + r\n    w = q * sw - pw + s\n")},
-               loses=(INDEX,), reason="im2col_source returned"),
-    # PAD_H and PAD_W are never subtracted (the wrapper still sizes y with the padding): every window
-    # is shifted down and right by the padding and reads no zeros. Stride-1 cases with padding 1 fail
-    # in 2a, every padded case in 2b, and so does the traffic check, whose layer pads by 1 (it checks
-    # the counted run's output, so that storing the right number of wrong bytes earns nothing).
+               loses=(INDEX,), reason="im2col_source returned",
+               details={INDEX: ("dilation 2", "A[")}),
+    # PAD_H and PAD_W are never subtracted (the wrapper still sizes y with the padding): every
+    # window is shifted down and right by the padding and reads no zeros. Stride-1 cases with
+    # padding 1 fail in 2a, every padded case in 2b, and so does the traffic check, whose layer
+    # pads by 1 (it checks the counted run's output, so that storing the right number of wrong
+    # bytes earns nothing).
     Submission("padding_ignored",
                {CONV: ("    h0 = p * STRIDE_H - PAD_H\n    w0 = q * STRIDE_W - PAD_W\n",
                        "    h0 = p * STRIDE_H\n    w0 = q * STRIDE_W\n")},
-               loses=(CORRECT, STRIDED, TRAFFIC), reason="tolerance"),
+               loses=(CORRECT, STRIDED, TRAFFIC), reason="tolerance",
+               details={TRAFFIC: ("N1 C16 8x8 K16 3x3", "the counted run's output is wrong")}),
     # The height stride steps the width and the other way round: the same thing whenever the two
     # strides are equal, so 2a (stride 1 only) and the traffic check (stride 1 visible, 2 hidden)
     # pass; the strides (2, 1) and (1, 2) of 2b fail.
     Submission("stride_on_wrong_axis",
                {CONV: ("    h0 = p * STRIDE_H - PAD_H\n    w0 = q * STRIDE_W - PAD_W\n",
                        "    h0 = p * STRIDE_W - PAD_H\n    w0 = q * STRIDE_H - PAD_W\n")},
-               loses=(STRIDED,), reason="tolerance"),
-    # x addressed as if it were NCHW, ((n * C + c) * H + h) * W + w, while it is channels_last: every
-    # element read belongs to another pixel and channel (no case has C = 1, where the two agree).
+               loses=(STRIDED,), reason="tolerance",
+               details={STRIDED: ("case (N=", "stride=(2, 1)", "seed", "first bad element")}),
+    # x addressed as if it were NCHW, ((n * C + c) * H + h) * W + w, while it is channels_last:
+    # every element read belongs to another pixel and channel (no case has C = 1, where the two
+    # agree).
     # Masks are unchanged, so nothing is read out of bounds: wrong values in 2a, 2b and the traffic
     # check's output.
     Submission("nchw_indexing",
-               {CONV: ("        a = tl.load(x_rows[:, None] + (r * DIL_H * W + s * DIL_W) * C + c[None, :],\n",
-                       "        a = tl.load(x_ptr + ((n[:, None] * C + c[None, :]) * H + h[:, None]) * W + w[:, None],\n")},
+               {CONV: ("        a = tl.load(x_rows[:, None] + (r * DIL_H * W + s * DIL_W) * C"
+                       " + c[None, :],\n",
+                       "        a = tl.load(x_ptr + ((n[:, None] * C + c[None, :]) * H"
+                       " + h[:, None]) * W + w[:, None],\n")},
                loses=(CORRECT, STRIDED, TRAFFIC), reason="tolerance"),
-    # PyTorch does the work: every cell that calls conv2d under the guard fails. The traffic check
-    # counts a guarded call (after an unguarded one that would tune), so it fails too; the speed
-    # cells, which need a GPU, would fail on one (measure_speed makes a guarded call first).
-    Submission("library_shortcut",
-               {CONV: ("    y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)\n",
-                       "    return F.conv2d(x, w, stride=stride, padding=padding,\n"
-                       "                    dilation=dilation).contiguous(memory_format=torch.channels_last)\n"
-                       "    y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)\n")},
-               loses=(CORRECT, STRIDED, TRAFFIC), reason="LibraryShortcut"),
+    LIBRARY_SHORTCUT,
     # The kernel runs twice: the output is right (2a and 2b pass), but y is stored twice, which the
     # traffic check counts.
     Submission("stores_y_twice",
-               {CONV: ("    launch(config)\n    return y\n", "    launch(config)\n    launch(config)\n    return y\n")},
+               {CONV: ("    launch(config)\n    return y\n",
+                       "    launch(config)\n    launch(config)\n    return y\n")},
                loses=(TRAFFIC,), reason="stored 4,096 bytes, but the output holds 2,048"),
 ]
+
+#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut loses both speed cells there
+GPU_SUBMISSIONS = [OnGpu(LIBRARY_SHORTCUT,
+                         also_loses=("test_conv2d_vs_im2col", "test_conv2d_vs_cudnn"))]

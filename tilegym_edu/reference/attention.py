@@ -143,13 +143,15 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"attention takes float16, bfloat16 or float32, not {q.dtype}")
     if not q.device == k.device == v.device:
-        raise ValueError(f"q, k, v are on {q.device}, {k.device}, {v.device}: move them to one device")
+        raise ValueError(f"q, k, v are on {q.device}, {k.device}, {v.device}: "
+                         "move them to one device")
     head_dim = q.shape[-1]
     if head_dim not in (16, 32, 64, 128):
         raise ValueError(f"head_dim must be 16, 32, 64 or 128 (a tl.arange size), not {head_dim}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(-1) != 1:
-            raise ValueError(f"{name}'s last dimension must be contiguous: pass {name}.contiguous()")
+            raise ValueError(f"{name}'s last dimension must be contiguous: "
+                             f"pass {name}.contiguous()")
 
 
 def attention_problem(q: torch.Tensor, causal: bool) -> dict[str, object]:
@@ -168,7 +170,8 @@ def _attention_prune(config, problem, resources) -> str | None:
     bm, bn = config["BLOCK_M"], config["BLOCK_N"]
     shared = (bm * d + config["num_stages"] * 2 * bn * d) * elem
     if shared > resources.shared_bytes:
-        return f"needs {shared // 1024} KiB of shared memory, the GPU offers {resources.shared_bytes // 1024} KiB"
+        return (f"needs {shared // 1024} KiB of shared memory, "
+                f"the GPU offers {resources.shared_bytes // 1024} KiB")
     registers = (bm * d + bm * bn) // (32 * config["num_warps"])
     if registers > 192:
         return f"accumulator and scores take {registers} registers per thread (over 192)"

@@ -14,7 +14,7 @@ m = (n, p, q) of A holds the R·S·C input elements output pixel m sees, in (r, 
 GEMM kernel computes that product without ever writing A: it gathers A's tiles from x as it goes.
 float16 or float32 in, float32 accumulation, output in the input's dtype.
 """
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 import triton
@@ -22,6 +22,7 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.pipelined import matmul_prune
+from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import Config, SearchSpace, autotune
 
 Pair = int | Sequence[int]
@@ -145,29 +146,32 @@ def direct_conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
              mask=m_ok[:, None] & n_ok[None, :])
 
 
+#: the direct kernel's block sizes: BLOCK_M output pixels x BLOCK_N output channels a program
+DIRECT_DEFAULT = dict(BLOCK_M=64, BLOCK_N=32)
+
+
 @forbidden_in_graded_calls
 def direct_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
-                  dilation: Pair = 1, BLOCK_M: int = 64, BLOCK_N: int = 32) -> torch.Tensor:
-    """y = F.conv2d(x, w, ...) with the direct kernel; x, w channels_last, y channels_last."""
+                  dilation: Pair = 1, config: Mapping[str, int] | None = None) -> torch.Tensor:
+    """y = F.conv2d(x, w, ...) with the direct kernel; x, w channels_last, y channels_last.
+    ``config`` overrides DIRECT_DEFAULT's block sizes."""
+    options = {**DIRECT_DEFAULT, **(config or {})}
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype,
                     memory_format=torch.channels_last)
-    grid = (triton.cdiv(N * P * Q, BLOCK_M), triton.cdiv(K, BLOCK_N))
+    grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]), triton.cdiv(K, options["BLOCK_N"]))
     direct_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R=R, S=S, STRIDE_H=sh,
-                               STRIDE_W=sw, PAD_H=ph, PAD_W=pw, DIL_H=dh, DIL_W=dw,
-                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+                               STRIDE_W=sw, PAD_H=ph, PAD_W=pw, DIL_H=dh, DIL_W=dw, **options)
     return y
 
 
-@triton.jit
-def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
-                  R: tl.constexpr, S: tl.constexpr,
-                  STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-                  PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-                  DIL_H: tl.constexpr, DIL_W: tl.constexpr,
+@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "STRIDE_H", "STRIDE_W",
+                               "PAD_H", "PAD_W", "DIL_H", "DIL_W"])
+def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S,
+                  STRIDE_H, STRIDE_W, PAD_H, PAD_W, DIL_H, DIL_W,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr):
     """Implicit GEMM: one BLOCK_M x BLOCK_N tile of y = A @ B per program (output pixels x
@@ -178,16 +182,15 @@ def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q,
     in the padding; and loads the matching BLOCK_K x BLOCK_N tile of B from w.
     Which input pixel each output row starts from (h0, w0) is worked out once, before the loop.
     Rows and columns past the edge wrap around (% M, % K) rather than being masked; their
-    results are never stored."""
+    results are never stored. The layer's sizes and geometry are plain arguments that Triton
+    does not specialize on (do_not_specialize), so one compiled kernel per dtype, channel
+    alignment and block configuration serves every layer; C and K keep their specialization
+    (a multiple of 16 lets loads and stores use 16-byte vectors)."""
     pid = tl.program_id(0)
     M = N * P * Q
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(K, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % K
@@ -257,8 +260,7 @@ def launch_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pai
     K, _, R, S = w.shape
     P, Q = y.shape[2], y.shape[3]
     grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(K, config["BLOCK_N"]),)
-    conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R=R, S=S, STRIDE_H=sh, STRIDE_W=sw,
-                        PAD_H=ph, PAD_W=pw, DIL_H=dh, DIL_W=dw, **config)
+    conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, sh, sw, ph, pw, dh, dw, **config)
     return y
 
 

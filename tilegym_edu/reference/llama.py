@@ -1,4 +1,4 @@
-"""Lesson 06: a Llama-style decoder in plain PyTorch, and the kernels that run it.
+"""Lesson 06's model: a Llama-style decoder in plain PyTorch, and the operations it runs on.
 
 The model (:class:`Llama`) has the Llama architecture: token embedding, then ``n_layers`` blocks
 of ``x += attention(rmsnorm(x))`` and ``x += mlp(rmsnorm(x))``, a final RMSNorm and the output
@@ -7,10 +7,10 @@ grouped-query attention (``n_kv_heads`` key/value heads shared by ``n_heads`` qu
 MLP is SwiGLU. Weights are random, drawn from a seeded generator: nothing is downloaded.
 
 Every operation that does arithmetic goes through an :class:`Ops` object, PyTorch by default
-(:data:`TORCH_OPS`), so the same model runs on other kernels: :func:`kernel_ops` builds one from
-a matmul and a flash attention (lessons 03 and 04) and the fused kernels of this lesson
-(:func:`rmsnorm`, :func:`rope_`, :func:`swiglu`). The only other PyTorch arithmetic in the
-forward pass is the embedding lookup and the residual additions.
+(:data:`TORCH_OPS`, whose operations are the definitions the kernels are checked against), so
+the same model runs on other kernels: the learner's in lesson 06, the course's in
+:func:`tilegym_edu.reference.llama_kernels.reference_ops`. The only other PyTorch arithmetic in
+the forward pass is the embedding lookup and the residual additions.
 
 Shapes: tokens are (batch, seq) int64; activations (batch * seq, dim) rows; q is
 (batch, seq, n_heads, head_dim), k and v (batch, seq, n_kv_heads, head_dim); logits
@@ -18,17 +18,12 @@ Shapes: tokens are (batch, seq) int64; activations (batch * seq, dim) rows; q is
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import triton
-import triton.language as tl
 
 from tilegym_edu import device
-from tilegym_edu.grading import forbidden_in_graded_calls
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,11 +146,6 @@ CPU_CONFIG = LlamaConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden=72,
                          vocab=101, max_seq=32)
 
 
-def config() -> LlamaConfig:
-    """The lesson's model size: GPU_CONFIG on a GPU, CPU_CONFIG in the interpreter."""
-    return device.size(GPU_CONFIG, CPU_CONFIG)
-
-
 class Llama:
     """A Llama-style decoder with random weights (seeded), in ``dtype`` on ``device_``.
 
@@ -258,189 +248,12 @@ class Llama:
     __call__ = forward
 
 
-def profiled(ops: Ops) -> Ops:
-    """``ops`` with every operation run inside a torch.profiler range named ``ops.<name>``
-    (``ops.matmul``, ``ops.attention``, ...), so that a profile of the model splits its GPU
-    time by operation (:func:`gpu_ms_by_op`); outside a profiler the ranges cost ~1 µs each."""
-    def in_range(name: str, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            with torch.profiler.record_function(f"ops.{name}"):
-                return fn(*args, **kwargs)
-        return run
-    return Ops(**{f.name: in_range(f.name, getattr(ops, f.name)) for f in dataclasses.fields(Ops)})
-
-
-def gpu_ms_by_op(run: Callable[[], object], repeats: int = 3) -> dict[str, float]:
-    """GPU time of one call of ``run`` in ms (the mean of ``repeats`` profiled calls), split by
-    the ``ops.<name>`` ranges of a :func:`profiled` Ops that ``run`` goes through:
-    {"matmul": ..., "attention": ..., "rmsnorm": ..., "rope_": ..., "swiglu": ...,
-    "other": kernels launched outside those ranges (embedding, residual additions),
-    "total": every kernel}. Kernel time only: while the GPU waits for the host, nothing counts.
-
-    A kernel belongs to the range its launch happened in, on the host's clock: the profiler
-    ties PyTorch's own kernels to the operation that launched them, but not Triton's, which
-    are launched through the CUDA driver from Python."""
-    from torch.profiler import ProfilerActivity, profile
-    run()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(repeats):
-            run()
-        torch.cuda.synchronize()
-    host = torch.autograd.DeviceType.CPU
-    events = prof.events()
-    ranges = [(e.time_range.start, e.time_range.end, e.name[len("ops."):]) for e in events
-              if e.device_type == host and e.name.startswith("ops.")]
-    launched_at = {e.id: e.time_range.start for e in events  # CUDA runtime and driver calls
-                   if e.device_type == host and e.name.startswith("cu")}
-    split = dict.fromkeys([f.name for f in dataclasses.fields(Ops)] + ["other"], 0.0)
-    for kernel in events:
-        if kernel.device_type == host or kernel.is_user_annotation or kernel.name.startswith("ops."):
-            continue
-        t = launched_at.get(kernel.id)
-        op = next((name for start, end, name in ranges if t is not None and start <= t <= end),
-                  "other")
-        split[op] += kernel.time_range.elapsed_us()
-    result = {name: us / repeats / 1e3 for name, us in split.items()}
-    result["total"] = sum(split.values()) / repeats / 1e3
-    return result
-
-
 def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
                   generator: torch.Generator) -> torch.Tensor:
     """Token ids (batch, seq), uniform over the vocabulary, on the lesson's device."""
     return torch.randint(0, cfg.vocab, (batch, seq), generator=generator).to(device.DEVICE)
 
 
-# ----------------------------------------------------------------------------------------------
-# The fused kernels of lesson 06
-# ----------------------------------------------------------------------------------------------
-
-@triton.jit
-def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
-                   BLOCK: tl.constexpr):
-    """y[row] = x[row] / sqrt(mean(x[row]^2) + eps) * w, one row per program: the row is read
-    once, its mean square computed in float32 in registers, and written once."""
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    mean_sq = tl.sum(x * x, axis=0) / n_cols
-    y = x * tl.rsqrt(mean_sq + eps) * w
-    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@forbidden_in_graded_calls
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm of each row of x (rows, dim) with weight (dim,), in one pass over x."""
-    rows, n_cols = x.shape
-    y = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
-    BLOCK = triton.next_power_of_2(n_cols)
-    rmsnorm_kernel[(rows,)](x, weight, y, n_cols, x.stride(0), y.stride(0), eps,
-                            BLOCK=BLOCK, num_warps=4 if BLOCK <= 2048 else 8)
-    return y
-
-
-@triton.jit
-def rope_kernel(x_ptr, cos_ptr, sin_ptr, seq_len, heads,
-                stride_xb, stride_xs, stride_xh, stride_cs,
-                HALF: tl.constexpr, BLOCK_H: tl.constexpr):
-    """Rotates, in place, every head of one token: program (s, b) of x (batch, seq, heads,
-    2 * HALF). Element i of a head is paired with element i + HALF and the pair turned by the
-    angle whose cos and sin are cos[s, i], sin[s, i]; math in float32."""
-    s = tl.program_id(0)
-    b = tl.program_id(1)
-    offs_h = tl.arange(0, BLOCK_H)
-    offs_d = tl.arange(0, HALF)
-    mask = offs_h[:, None] < heads
-    base = x_ptr + b * stride_xb + s * stride_xs + offs_h[:, None] * stride_xh + offs_d[None, :]
-    x1 = tl.load(base, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)
-    c = tl.load(cos_ptr + s * stride_cs + offs_d)[None, :]
-    sn = tl.load(sin_ptr + s * stride_cs + offs_d)[None, :]
-    tl.store(base, (x1 * c - x2 * sn).to(x_ptr.dtype.element_ty), mask=mask)
-    tl.store(base + HALF, (x2 * c + x1 * sn).to(x_ptr.dtype.element_ty), mask=mask)
-
-
-@forbidden_in_graded_calls
-def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding applied to x (batch, seq, heads, head_dim) in place; x may be a strided
-    view (last dimension contiguous); cos and sin are (>= seq, head_dim // 2) float32 with
-    contiguous rows. Returns x."""
-    batch, seq, heads, head_dim = x.shape
-    if x.stride(-1) != 1 or cos.stride(-1) != 1 or sin.stride() != cos.stride():
-        raise ValueError("x, cos and sin need a contiguous last dimension (and cos, sin one layout)")
-    rope_kernel[(seq, batch)](x, cos, sin, seq, heads, x.stride(0), x.stride(1), x.stride(2),
-                              cos.stride(0), HALF=head_dim // 2,
-                              BLOCK_H=triton.next_power_of_2(heads))
-    return x
-
-
-@triton.jit
-def swiglu_kernel(h_ptr, y_ptr, n_cols, stride_h, stride_y, BLOCK: tl.constexpr):
-    """y[row, j] = silu(h[row, j]) * h[row, n_cols + j]: the gate and up halves of one row of
-    h read once each, y written once; program (row, column block)."""
-    row = tl.program_id(0)
-    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    gate = tl.load(h_ptr + row * stride_h + offs, mask=mask, other=0.0).to(tl.float32)
-    up = tl.load(h_ptr + row * stride_h + n_cols + offs, mask=mask, other=0.0).to(tl.float32)
-    y = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@forbidden_in_graded_calls
-def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
-    """silu(gate) * up for h (rows, 2 * hidden) = [gate | up]; returns (rows, hidden)."""
-    rows, two_hidden = h.shape
-    hidden = two_hidden // 2
-    if h.stride(-1) != 1:
-        raise ValueError("h needs a contiguous last dimension")
-    y = torch.empty((rows, hidden), device=h.device, dtype=h.dtype)
-    BLOCK = min(BLOCK, triton.next_power_of_2(hidden))
-    swiglu_kernel[(rows, triton.cdiv(hidden, BLOCK))](h, y, hidden, h.stride(0), y.stride(0),
-                                                      BLOCK=BLOCK)
-    return y
-
-
-def kernel_ops(matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-               attention: Callable[..., torch.Tensor],
-               rmsnorm_: Callable[..., torch.Tensor] = rmsnorm,
-               rope: Callable[..., torch.Tensor] = rope_,
-               swiglu_: Callable[..., torch.Tensor] = swiglu) -> Ops:
-    """An Ops running the model on kernels: the given matmul and attention (e.g. yours from
-    lessons 03 and 04) and the fused kernels (this module's unless given)."""
-    return Ops(matmul=matmul, attention=attention, rmsnorm=rmsnorm_, rope_=rope, swiglu=swiglu_)
-
-
-def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
-    """The model on the course's reference kernels (lessons 03, 04 and this one); in the
-    interpreter with small blocks, so a forward pass takes seconds."""
-    from tilegym_edu.reference import attention, pipelined
-    from tilegym_edu.tune import Config
-    if small_blocks:
-        def matmul(a, b):
-            return pipelined.pipelined_matmul(a, b, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32)
-
-        small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2)
-
-        def attn(q, k, v, causal=False):
-            return attention.flash_attention(q, k, v, causal, config=small)
-    else:
-        matmul = pipelined.tuned_matmul
-        attn = attention.flash_attention
-    return kernel_ops(matmul, attn)
-
-
-__all__ = ["Ops", "TORCH_OPS", "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG", "config", "Llama",
-           "profiled", "gpu_ms_by_op", "random_tokens", "rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_",
-           "swiglu_torch", "attention_torch", "rmsnorm_kernel", "rmsnorm", "rope_kernel", "rope_",
-           "swiglu_kernel", "swiglu", "kernel_ops", "reference_ops"]
-
-
-# a launch of a raw kernel inside a graded call raises too
-forbidden_in_graded_calls(rmsnorm_kernel)
-forbidden_in_graded_calls(rope_kernel)
-forbidden_in_graded_calls(swiglu_kernel)
+__all__ = ["rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_", "swiglu_torch",
+           "attention_torch", "Ops", "TORCH_OPS", "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG",
+           "Llama", "random_tokens"]

@@ -8,6 +8,7 @@ import triton
 import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.tiles import grouped_tile
 
 
 @triton.jit
@@ -52,11 +53,7 @@ def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -3,7 +3,8 @@ its tiles through tensor descriptors (TMA on Hopper and later).
 
 Shapes: ``a`` is (M, K), ``b`` is (K, N), the result (M, N), in the inputs' dtype (float16 or
 float32) with float32 accumulation. Launch options (block sizes, ``num_warps``,
-``num_stages``) come in as a :class:`tilegym_edu.tune.Config` or keyword arguments.
+``num_stages``) come in as one ``config`` mapping (a :class:`tilegym_edu.tune.Config` or a
+dict) keyed by the kernel's own names; what it leaves out keeps its default.
 """
 from typing import Mapping
 
@@ -13,6 +14,7 @@ import triton.language as tl
 
 from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import Config, SearchSpace, autotune
 
 
@@ -29,11 +31,7 @@ def pipelined_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
@@ -61,10 +59,11 @@ PIPELINED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_wa
 
 
 @forbidden_in_graded_calls
-def pipelined_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tensor:
+def pipelined_matmul(a: torch.Tensor, b: torch.Tensor,
+                     config: Mapping[str, object] | None = None) -> torch.Tensor:
     """a @ b with the pipelined kernel; ``config`` overrides PIPELINED_DEFAULT's launch options
     (use blocks of 16 to 32 in interpreter mode, where each program costs milliseconds)."""
-    options = {**PIPELINED_DEFAULT, **config}
+    options = {**PIPELINED_DEFAULT, **(config or {})}
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -92,12 +91,8 @@ def persistent_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    num_pid_in_group = GROUP_M * num_pid_n
     for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
-        first_pid_m = (tile // num_pid_in_group) * GROUP_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
-        pid_n = (tile % num_pid_in_group) // group_size_m
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M
         offs_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -140,14 +135,15 @@ def persistent_grid_size(num_tiles: int) -> int:
 
 
 @forbidden_in_graded_calls
-def persistent_matmul(a: torch.Tensor, b: torch.Tensor, **config) -> torch.Tensor:
+def persistent_matmul(a: torch.Tensor, b: torch.Tensor,
+                      config: Mapping[str, object] | None = None) -> torch.Tensor:
     """a @ b with the persistent tensor-descriptor kernel; ``config`` overrides
     PERSISTENT_DEFAULT. Raises ValueError when the layout rules out descriptors (tma_problem)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     problem = tma_problem(a, b)
     if problem:
         raise ValueError(problem)
-    options = {**PERSISTENT_DEFAULT, **config}
+    options = {**PERSISTENT_DEFAULT, **(config or {})}
     bm, bn, bk = options["BLOCK_M"], options["BLOCK_N"], options["BLOCK_K"]
     M, K = a.shape
     N = b.shape[1]
@@ -254,8 +250,8 @@ def tuned_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1,
                           if persistent else
                           (pipelined_matmul, PIPELINED_SPACE, pipelined_matmul_kernel))
     result = autotune(kernel, matmul_problem(a, b), space,
-                      lambda config: run.__wrapped__(a, b, **config), level=level)
-    return run.__wrapped__(a, b, **result.config)
+                      lambda config: run.__wrapped__(a, b, config), level=level)
+    return run.__wrapped__(a, b, result.config)
 
 
 # a launch of a raw kernel inside a graded call raises too

@@ -1,0 +1,119 @@
+"""Every lesson graded end to end on a GPU, one table for all: the solution earns every point
+(the speed cells, lesson 01's CUDA C kernel built with load_inline, and lesson 03's persistent
+cells, which need compute capability 9.0, included), the blank learner notebook earns none, and
+each submission of a lesson's GPU_SUBMISSIONS (tests/submissions/lessonNN.py) loses there exactly
+the cells it should: lesson 01's wrong CUDA C kernels their CUDA cell, lesson 03's search spaces
+without pipelining its speed cells, and lessons 04-06's library calls the timed cells too. Points
+come from the notebooks' own metadata, and the totals must be TOTAL_POINTS. The same table
+without a GPU is tests/test_lessons.py.
+
+Each lesson is graded with a tuning cache and a CUDA C build folder of its own, fresh (the
+grading kernels inherit both): every submission tunes from scratch, so a cached winner of the
+solution cannot stand in for a submission's own search; every build is real, and no lock file
+left by an interrupted build elsewhere can hang one. Each grade table is printed, and so is what
+the solution's GPU cells printed (what they measured against each threshold): the record of the
+run."""
+import nbformat
+import pytest
+
+from tests.conftest import tuning_cache_in
+from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_loses_exactly,
+                                 gpu_submissions_of, lesson_points)
+from tilegym_edu import autograde, grade_report
+
+#: each lesson's points, as the H200 runs recorded them (docs/results/h200.md)
+TOTAL_POINTS = {"00_getting_started": 8, "01_naive_matmul": 9, "02_tiled_matmul": 18,
+                "03_software_pipelining": 18, "04_flash_attention": 22, "05_convolution": 17,
+                "06_capstone": 20}
+
+CASES = [(lesson, case) for lesson in LESSONS for case in gpu_submissions_of(lesson)]
+
+
+@pytest.fixture(scope="session")
+def grade_on_gpu(course_copy, tmp_path_factory):
+    """grade_on_gpu(lesson, student, folder=None): ``folder`` (None: the learner notebook) graded
+    in the lesson's own tuning cache and CUDA C build folder; its grade table printed."""
+    folders = {}
+
+    def grade(lesson: str, student: str, folder=None) -> grade_report.GradeReport:
+        if lesson not in folders:
+            folders[lesson] = [tmp_path_factory.mktemp(f"l{lesson[:2]}_{name}")
+                               for name in ("tilegym_cache", "torch_extensions")]
+        cache, extensions = folders[lesson]
+        with tuning_cache_in(cache), pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+            report = autograde.grade(lesson, folder, root=course_copy, student=student)
+        print(report.format_table())
+        return report
+    return grade
+
+
+@pytest.fixture(scope="session")
+def solution_on_gpu(course_copy, grade_on_gpu):
+    """solution_on_gpu(lesson): the grade report of the lesson's solution, graded once a session;
+    what its GPU cells printed is printed too."""
+    graded = {}
+
+    def solution(lesson: str) -> grade_report.GradeReport:
+        if lesson not in graded:
+            student = f"gpu{lesson[:2]}_solution"
+            graded[lesson] = grade_on_gpu(lesson, student, course_copy / "solutions" / lesson)
+            print_gpu_cells(course_copy, lesson, student)
+        return graded[lesson]
+    return solution
+
+
+def print_gpu_cells(root, lesson: str, student: str) -> None:
+    """The printed output of the graded notebook's GPU cells (tokens/s, profiles, the ratios
+    measured against each threshold)."""
+    path = root / ".grading" / "autograded" / student / lesson / f"{lesson}.ipynb"
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code" and "require_gpu" in cell.source:
+            print(f"--- {cell.metadata.get('nbgrader', {}).get('grade_id', 'cell')}")
+            print("".join(o.get("text", "") for o in cell.get("outputs", [])
+                          if o.get("output_type") == "stream"))
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solution_earns_every_point(lesson, solution_on_gpu):
+    report = solution_on_gpu(lesson)
+    assert report.points == report.max_points == TOTAL_POINTS[lesson], report.format_table()
+    assert_full_marks_but_gpu(report, lesson_points(lesson), set())
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_blank_learner_notebook_scores_zero(lesson, grade_on_gpu):
+    blank = grade_on_gpu(lesson, f"gpu{lesson[:2]}_blank")
+    assert ([(e.exercise, e.points) for e in blank.exercises]
+            == [(name, 0) for name in lesson_points(lesson)]), blank.format_table()
+
+
+@pytest.mark.parametrize("lesson, case", CASES,
+                         ids=[f"{lesson[:2]}:{case.submission.name}" for lesson, case in CASES])
+def test_wrong_submission_loses_exactly_its_cells(lesson, case, course_copy, solution_on_gpu,
+                                                  grade_on_gpu, tmp_path):
+    solution = solution_on_gpu(lesson)
+    submission = case.submission
+    folder = submission.write(course_copy / "solutions" / lesson / f"{lesson}.ipynb", tmp_path)
+    report = grade_on_gpu(lesson, f"gpu{lesson[:2]}_{submission.name}", folder)
+    assert_loses_exactly(solution, report, submission, also=case.also_loses, may=case.may_lose)
+
+
+@pytest.mark.usefixtures("fresh_tuning_cache")
+def test_gpu_ms_by_op_puts_every_kernel_under_its_operation():
+    """Lesson 06's profile split (section 6): Triton's kernels (launched through the driver) and
+    PyTorch's both land under the operation that launched them, and the parts add up."""
+    import torch
+
+    from tilegym_edu.reference import llama, llama_kernels, llama_profile
+    cfg = llama.LlamaConfig(dim=256, n_layers=2, n_heads=4, n_kv_heads=2, hidden=512,
+                            vocab=1000, max_seq=256)
+    model = llama.Llama(cfg, torch.float16)
+    tokens = llama.random_tokens(cfg, 1, 256, torch.Generator().manual_seed(0))
+    operations = ("matmul", "attention", "rmsnorm", "rope_", "swiglu")
+    for ops in (llama.TORCH_OPS, llama_kernels.reference_ops(small_blocks=True)):
+        split = llama_profile.gpu_ms_by_op(lambda: model(tokens, llama_profile.profiled(ops)))
+        print(split)
+        assert all(split[name] > 0 for name in operations), split
+        assert 0 < split["other"] < split["matmul"], split
+        assert abs(sum(v for k, v in split.items() if k != "total") - split["total"]) < 1e-9

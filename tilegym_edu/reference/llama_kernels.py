@@ -1,0 +1,137 @@
+"""Lesson 06's fused kernels, and the model run on the course's reference kernels.
+
+Three kernels, each a ``@triton.jit`` function and the wrapper that launches it: RMSNorm
+(:func:`rmsnorm`), rotary embedding in place (:func:`rope_`) and SwiGLU (:func:`swiglu`). Each
+is the worked solution of its lesson 06 exercise (the lesson includes it) and is checked against
+its PyTorch definition in :mod:`tilegym_edu.reference.llama`. :func:`reference_ops` is the
+:class:`~tilegym_edu.reference.llama.Ops` that runs the model on them and on the reference
+matmul and flash attention of lessons 03 and 04. Inside a graded call, a wrapper or a raw launch
+of its kernel raises LibraryShortcut.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu import device
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.llama import Ops
+
+
+@triton.jit
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
+                   BLOCK: tl.constexpr):
+    """y[row] = x[row] / sqrt(mean(x[row]^2) + eps) * w, one row per program: the row is read
+    once, its mean square computed in float32 in registers, and written once."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    mean_sq = tl.sum(x * x, axis=0) / n_cols
+    y = x * tl.rsqrt(mean_sq + eps) * w
+    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@forbidden_in_graded_calls
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of each row of x (rows, dim) with weight (dim,), in one pass over x."""
+    rows, n_cols = x.shape
+    y = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
+    BLOCK = triton.next_power_of_2(n_cols)
+    rmsnorm_kernel[(rows,)](x, weight, y, n_cols, x.stride(0), y.stride(0), eps,
+                            BLOCK=BLOCK, num_warps=4 if BLOCK <= 2048 else 8)
+    return y
+
+
+@triton.jit
+def rope_kernel(x_ptr, cos_ptr, sin_ptr, seq_len, heads,
+                stride_xb, stride_xs, stride_xh, stride_cs,
+                HALF: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Rotates, in place, every head of one token: program (s, b) of x (batch, seq, heads,
+    2 * HALF). Element i of a head is paired with element i + HALF and the pair turned by the
+    angle whose cos and sin are cos[s, i], sin[s, i]; math in float32."""
+    s = tl.program_id(0)
+    b = tl.program_id(1)
+    offs_h = tl.arange(0, BLOCK_H)
+    offs_d = tl.arange(0, HALF)
+    mask = offs_h[:, None] < heads
+    base = x_ptr + b * stride_xb + s * stride_xs + offs_h[:, None] * stride_xh + offs_d[None, :]
+    x1 = tl.load(base, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(cos_ptr + s * stride_cs + offs_d)[None, :]
+    sn = tl.load(sin_ptr + s * stride_cs + offs_d)[None, :]
+    tl.store(base, (x1 * c - x2 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+    tl.store(base + HALF, (x2 * c + x1 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+@forbidden_in_graded_calls
+def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding applied to x (batch, seq, heads, head_dim) in place; x may be a strided
+    view (last dimension contiguous); cos and sin are (>= seq, head_dim // 2) float32 with
+    contiguous rows. Returns x."""
+    batch, seq, heads, head_dim = x.shape
+    if x.stride(-1) != 1 or cos.stride(-1) != 1 or sin.stride() != cos.stride():
+        raise ValueError("x, cos and sin need a contiguous last dimension "
+                         "(and cos, sin one layout)")
+    rope_kernel[(seq, batch)](x, cos, sin, seq, heads, x.stride(0), x.stride(1), x.stride(2),
+                              cos.stride(0), HALF=head_dim // 2,
+                              BLOCK_H=triton.next_power_of_2(heads))
+    return x
+
+
+@triton.jit
+def swiglu_kernel(h_ptr, y_ptr, n_cols, stride_h, stride_y, BLOCK: tl.constexpr):
+    """y[row, j] = silu(h[row, j]) * h[row, n_cols + j]: the gate and up halves of one row of
+    h read once each, y written once; program (row, column block)."""
+    row = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    gate = tl.load(h_ptr + row * stride_h + offs, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(h_ptr + row * stride_h + n_cols + offs, mask=mask, other=0.0).to(tl.float32)
+    y = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@forbidden_in_graded_calls
+def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
+    """silu(gate) * up for h (rows, 2 * hidden) = [gate | up]; returns (rows, hidden)."""
+    rows, two_hidden = h.shape
+    hidden = two_hidden // 2
+    if h.stride(-1) != 1:
+        raise ValueError("h needs a contiguous last dimension")
+    y = torch.empty((rows, hidden), device=h.device, dtype=h.dtype)
+    BLOCK = min(BLOCK, triton.next_power_of_2(hidden))
+    swiglu_kernel[(rows, triton.cdiv(hidden, BLOCK))](h, y, hidden, h.stride(0), y.stride(0),
+                                                      BLOCK=BLOCK)
+    return y
+
+
+def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
+    """The model on the course's reference kernels (lessons 03, 04 and this one); in the
+    interpreter with small blocks, so a forward pass takes seconds."""
+    from tilegym_edu.reference import attention, pipelined
+    from tilegym_edu.tune import Config
+    if small_blocks:
+        def matmul(a, b):
+            return pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32))
+
+        small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2)
+
+        def attn(q, k, v, causal=False):
+            return attention.flash_attention(q, k, v, causal, config=small)
+    else:
+        matmul = pipelined.tuned_matmul
+        attn = attention.flash_attention
+    return Ops(matmul=matmul, attention=attn, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu)
+
+
+__all__ = ["rmsnorm_kernel", "rmsnorm", "rope_kernel", "rope_", "swiglu_kernel", "swiglu",
+           "reference_ops"]
+
+
+# a launch of a raw kernel inside a graded call raises too
+forbidden_in_graded_calls(rmsnorm_kernel)
+forbidden_in_graded_calls(rope_kernel)
+forbidden_in_graded_calls(swiglu_kernel)
