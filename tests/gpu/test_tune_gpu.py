@@ -66,4 +66,6 @@ def test_a_problem_that_runs_in_microseconds_is_not_tuned():
     problem = pipelined.matmul_problem(a, b)
     result = tune.autotune(pipelined.pipelined_matmul_kernel, problem, pipelined.PIPELINED_SPACE,
                            lambda c: pipelined.pipelined_matmul.__wrapped__(a, b, c))
-    assert result.config == pipelined.PIPELINED_SPACE.default and "not tuned" in result.note
+    trials = [(str(t.config), t.status, t.median_ms) for t in result.trials[:3]]
+    assert result.config == pipelined.PIPELINED_SPACE.default and "not tuned" in result.note, (
+        result.config, result.note, trials)
