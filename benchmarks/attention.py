@@ -43,7 +43,8 @@ def compare_attention(b, h, s, d, causal, level, record):
     print(result.table())
     fns = {"reference default": lambda: attention.flash_attention(q, k, v, causal,
                                                                    config=attention.ATTENTION_SPACE.default),
-           "reference autotuned": lambda: attention.flash_attention(q, k, v, causal, config=result.config),
+           "reference autotuned": lambda: attention.flash_attention(q, k, v, causal,
+                                                                     config=result.config),
            "naive PyTorch": lambda: attention.naive_attention(q, k, v, causal)}
     for name, backend in BACKENDS.items():
         fns[name] = sdpa(backend, q, k, v, causal)
@@ -84,7 +85,8 @@ def peak_memory(record):
                          "output_bytes": out.numel() * out.element_size()}
             del out
         rows[s] = row
-        print(f"S={s}: naive extra peak {row['naive PyTorch']['extra_peak_bytes'] / 2**20:.0f} MiB, "
+        print(f"S={s}: naive extra peak "
+              f"{row['naive PyTorch']['extra_peak_bytes'] / 2**20:.0f} MiB, "
               f"flash {row['reference']['extra_peak_bytes'] / 2**20:.0f} MiB")
     record["peak_memory_B1_H16_D128_fp16"] = rows
 

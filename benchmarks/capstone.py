@@ -42,7 +42,8 @@ def fused_kernels() -> dict:
                  ("swiglu", llama.swiglu_torch))}
     problems = {
         "rmsnorm": (2 * x.nbytes, lambda: llama_kernels.rmsnorm(x, w, 1e-5),
-                    lambda: llama.rmsnorm_torch(x, w, 1e-5), lambda: compiled["rmsnorm"](x, w, 1e-5)),
+                    lambda: llama.rmsnorm_torch(x, w, 1e-5),
+                    lambda: compiled["rmsnorm"](x, w, 1e-5)),
         "rope_": (2 * q.numel() * q.element_size(), lambda: llama_kernels.rope_(q, cos, sin),
                   lambda: llama.rope_torch_(q, cos, sin), lambda: compiled["rope_"](q, cos, sin)),
         "swiglu": (h.nbytes + h.nbytes // 2, lambda: llama_kernels.swiglu(h),
@@ -103,7 +104,8 @@ def prefill(batch: int, seq: int) -> dict:
         print(f"-- {name}: kernels, 3 prefills\n{table}")
     return {"batch": batch, "seq": seq, "parameters": model.parameters(), "flops": flops,
             "rel_error_vs_float32": errors, "gpu_ms_by_op": by_op, "kernel_tables": tables,
-            "results": {m.name: {"median_ms": m.median_ms, "tokens_per_s": batch * seq / m.median_ms * 1e3,
+            "results": {m.name: {"median_ms": m.median_ms,
+                                 "tokens_per_s": batch * seq / m.median_ms * 1e3,
                                  "tflops": m.tflops, "runs": m.runs, "cuda_graph": m.cuda_graph,
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 

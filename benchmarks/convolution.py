@@ -35,7 +35,8 @@ def compare_layer(layer, level: int, with_direct: bool) -> dict:
     N, C, H, W, K, R, stride, padding = layer
     torch.manual_seed(0)
     x = channels_last(torch.randn(N, C, H, W, device="cuda", dtype=torch.float16))
-    w = channels_last(torch.randn(K, C, R, R, device="cuda", dtype=torch.float16) / (C * R * R) ** 0.5)
+    w = channels_last(torch.randn(K, C, R, R, device="cuda", dtype=torch.float16)
+                      / (C * R * R) ** 0.5)
     x_nchw, w_nchw = x.contiguous(), w.contiguous()
     P, Q = conv.check_conv_inputs(x, w, stride, padding)
     y = torch.empty((N, K, P, Q), device="cuda", dtype=x.dtype, memory_format=torch.channels_last)

@@ -9,7 +9,8 @@ slowest cells; the record is rewritten after every grading, so a run cut short k
 
     python benchmarks/grading_times.py --out times.json                  # every lesson
     python benchmarks/grading_times.py --lessons 04_flash_attention --modes cold --parallel
-    python benchmarks/grading_times.py --budget 540 --out times.json     # stop starting gradings after 540 s
+    # stop starting gradings after 540 s:
+    python benchmarks/grading_times.py --budget 540 --out times.json
 
 --parallel grades the lessons at the same time (for a profile of where time goes: the lessons
 share the GPU and the cores then, so its wall times are not the learner's).

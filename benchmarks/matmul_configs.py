@@ -111,7 +111,8 @@ def main() -> None:
         bench.print_table(results, baseline="cuBLAS")
         cublas = next(m for m in results if m.name == "cuBLAS")
         record["shapes"][f"{M}x{N}x{K}"] = {
-            m.name: {"tflops": m.tflops, "median_ms": m.median_ms, "vs_cublas": cublas.median_ms / m.median_ms,
+            m.name: {"tflops": m.tflops, "median_ms": m.median_ms,
+                     "vs_cublas": cublas.median_ms / m.median_ms,
                      "runs": m.runs, "sm_clock_mhz": m.sm_clock_mhz} for m in results}
     finish(record, args.out, clock_after=False, show=True)
 

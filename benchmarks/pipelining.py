@@ -53,9 +53,11 @@ def ladder(M: int, N: int, K: int, record: dict) -> None:
     default = dict(pipelined.PIPELINED_DEFAULT)
     fns = {
         "tiled (lesson 02)": lambda: tiled_matmul(a, b),
-        "pipelined default, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, {**default, "num_stages": 1}),
+        "pipelined default, num_stages=1":
+            lambda: pipelined.pipelined_matmul(a, b, {**default, "num_stages": 1}),
         "pipelined default (num_stages=3)": lambda: pipelined.pipelined_matmul(a, b),
-        "autotuned, num_stages=1": lambda: pipelined.pipelined_matmul(a, b, pipe.config.replace(num_stages=1)),
+        "autotuned, num_stages=1":
+            lambda: pipelined.pipelined_matmul(a, b, pipe.config.replace(num_stages=1)),
         "autotuned": lambda: pipelined.pipelined_matmul(a, b, pipe.config),
         "persistent default": lambda: pipelined.persistent_matmul(a, b),
         "persistent autotuned": lambda: pipelined.persistent_matmul(a, b, pers.config),

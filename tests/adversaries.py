@@ -58,7 +58,8 @@ def lesson_namespace(lesson: str) -> dict:
 
 
 def test_cell_source(lesson: str, grade_id: str) -> str:
-    [cell] = [c for c in _cells(lesson) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    [cell] = [c for c in _cells(lesson)
+              if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     return cell.source
 
 
@@ -71,7 +72,8 @@ def run_test_cell(lesson: str, grade_id: str, replacements: dict[str, Callable])
 def _fingerprint(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         data = value.detach().cpu().reshape(-1).contiguous()
-        digest = hashlib.sha1(data.view(torch.uint8).numpy().tobytes()).hexdigest() if data.numel() else ""
+        digest = (hashlib.sha1(data.view(torch.uint8).numpy().tobytes()).hexdigest()
+                  if data.numel() else "")
         return ("tensor", tuple(value.shape), value.stride(), str(value.dtype), digest)
     if isinstance(value, (list, tuple)):
         return tuple(_fingerprint(v) for v in value)
@@ -176,15 +178,18 @@ GENERIC = [
     Adversary("inf_in_part", lambda f: lambda *a, **k: _poke(f(*a, **k), math.inf), r"NaN or inf"),
     Adversary("unwritten_output", lambda f: lambda *a, **k: torch.empty_like(f(*a, **k)),
               r"NaN: an element the kernel never wrote"),
-    Adversary("empty_tensor", lambda f: lambda *a, **k: f(*a, **k).new_empty(0), r"returned shape \(0,\)"),
+    Adversary("empty_tensor", lambda f: lambda *a, **k: f(*a, **k).new_empty(0),
+              r"returned shape \(0,\)"),
     Adversary("wrong_dtype", lambda f: lambda *a, **k: f(*a, **k).to(torch.float64),
               r"returned dtype float64"),
-    Adversary("wrong_shape", lambda f: lambda *a, **k: f(*a, **k).unsqueeze(0), r"returned shape \(1, "),
+    Adversary("wrong_shape", lambda f: lambda *a, **k: f(*a, **k).unsqueeze(0),
+              r"returned shape \(1, "),
     Adversary("modifies_input", _modifies_input, r"modified its input"),
     Adversary("caches_first_answer", _Caching, rf"{TOLERANCE}|returned shape"),
-    Adversary("block_multiples_only", lambda f: lambda *a, **k: _right_on_block_multiples_only(f(*a, **k)),
+    Adversary("block_multiples_only",
+              lambda f: lambda *a, **k: _right_on_block_multiples_only(f(*a, **k)), TOLERANCE),
+    Adversary("square_only", lambda f: lambda *a, **k: _right_for_square_only(f(*a, **k)),
               TOLERANCE),
-    Adversary("square_only", lambda f: lambda *a, **k: _right_for_square_only(f(*a, **k)), TOLERANCE),
 ]
 
 #: a library shortcut is refused by the guard, whatever the exercise

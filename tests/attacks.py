@@ -45,7 +45,8 @@ ATTACKS = [
            "        return args[0]", "attribute"),
     Attack(2, "numpy", "import numpy as np", "import"),
     Attack(2, "python_lists", "def {fn}(*args, **kwargs):\n"
-                              "    return torch.tensor([v for v in args[0].tolist()])", "attribute"),
+                              "    return torch.tensor([v for v in args[0].tolist()])",
+           "attribute"),
     Attack(2, "item", "def {fn}(*args, **kwargs):\n    return args[0].item()", "attribute"),
     Attack(2, "torch_function_off", "def {fn}(*args, **kwargs):\n"
                                     "    with torch._C.DisableTorchFunction():\n"
@@ -65,19 +66,21 @@ ATTACKS = [
     Attack(3, "inspect", "import inspect", "import"),
     Attack(3, "unwrapped", "raw = print.__wrapped__", "attribute"),
     # 5. write what it must not (a measured figure in the grade table included)
-    Attack(5, "forged_figure", "tilegym_edu.figures.emit(tilegym_edu.figures.ratio(9.0, 0.5, 'x', 'y'))",
-           "attribute"),
+    Attack(5, "forged_figure",
+           "tilegym_edu.figures.emit(tilegym_edu.figures.ratio(9.0, 0.5, 'x', 'y'))", "attribute"),
     Attack(5, "forged_figure_import", "from tilegym_edu.figures import emit", "import"),
     Attack(5, "gradebook", "import sqlite3", "import"),
     Attack(5, "torch_save", "torch.save([99], '.grading/gradebook.db')", "attribute"),
     Attack(5, "os", "import os\nos.remove('notebooks')", "import"),
-    Attack(5, "os_through_a_course_module", "check.torch.serialization.save([1], 'x')", "attribute"),
+    Attack(5, "os_through_a_course_module", "check.torch.serialization.save([1], 'x')",
+           "attribute"),
     Attack(5, "dunder_import", "__import__('os').system('true')", "name"),
     Attack(5, "eval", "eval(\"__import__('os')\")", "name"),
     Attack(5, "exec", "exec('x = 1')", "name"),
     # 6. the kernel: dying or refusing to stop (these are also run, in tests/test_structure.py)
     Attack(6, "exit", "exit()", "name"),
-    Attack(6, "ignores_interrupts", "try:\n    pass\nexcept KeyboardInterrupt:\n    pass", "except"),
+    Attack(6, "ignores_interrupts", "try:\n    pass\nexcept KeyboardInterrupt:\n    pass",
+           "except"),
     Attack(6, "bare_except", "try:\n    pass\nexcept:\n    pass", "except"),
     Attack(6, "signals", "import signal", "import"),
     Attack(6, "magic", "%time x = 1", "syntax"),

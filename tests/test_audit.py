@@ -53,13 +53,14 @@ def test_the_honest_solutions_and_the_blank_exercises_pass_the_audit(folder, les
     names = trusted_names(lesson)
     for cell in notebook(folder, lesson).cells:
         if submission.is_solution(cell):
-            assert audit.audit(cell.source, names) == [], (cell.metadata.nbgrader.grade_id,
-                                                           audit.describe(audit.audit(cell.source, names)))
+            assert audit.audit(cell.source, names) == [], (
+                cell.metadata.nbgrader.grade_id, audit.describe(audit.audit(cell.source, names)))
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.id)
 @pytest.mark.parametrize("lesson, function", KERNEL_EXERCISES, ids=[f for _, f in KERNEL_EXERCISES])
-def test_every_attack_is_refused_and_the_honest_code_of_its_cell_still_runs(lesson, function, attack):
+def test_every_attack_is_refused_and_the_honest_code_of_its_cell_still_runs(
+        lesson, function, attack):
     solved = notebook("solutions", lesson)
     cell = solution_cell_defining(solved, function)
     honest = cell.source
@@ -68,7 +69,8 @@ def test_every_attack_is_refused_and_the_honest_code_of_its_cell_still_runs(less
     assert attack.rule in {r.rule for r in refusals}, audit.describe(refusals, 10)
     prepared = submission.prepare(notebook("notebooks", lesson), solved)
     [graded] = [c for c in prepared.notebook.cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == cell.metadata.nbgrader.grade_id]
+                if c.metadata.get("nbgrader", {}).get("grade_id")
+                == cell.metadata.nbgrader.grade_id]
     assert graded.source.rstrip().endswith(")") and "raise SubmissionRefused(" in graded.source
     if attack.rule != "syntax":          # a cell that is not Python runs nothing of itself
         assert graded.source.startswith(honest), "the honest statements were left out too"
@@ -85,7 +87,8 @@ ALLOWED = {
     "a class writing self": "class Box:\n    def __init__(self, v):\n        self.v = v",
     "a dataclass": "from dataclasses import dataclass\n@dataclass\nclass C:\n    a: int = 1",
     "f-strings": "def f(x):\n    return f'{x.shape} {x.dtype}'",
-    "kernel annotations": "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)",
+    "kernel annotations":
+        "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)",
     "importing a module again": "import torch\nimport triton.language as tl",
     "an import inside a function":
         "def f():\n    from triton.tools.tensor_descriptor import TensorDescriptor\n    return 1",
@@ -99,7 +102,8 @@ ALLOWED = {
 def test_what_kernel_code_needs_is_allowed(name):
     names = audit.lesson_names(["import torch\nimport triton\nimport triton.language as tl\n"
                                 "ELEMENT_BYTES = {'float16': 2}\nbm = 1\ncases = []"])
-    assert audit.audit(ALLOWED[name], names) == [], audit.describe(audit.audit(ALLOWED[name], names))
+    assert audit.audit(ALLOWED[name], names) == [], (
+        audit.describe(audit.audit(ALLOWED[name], names)))
 
 
 def test_lesson_data_may_be_read_but_not_changed_or_handed_on():
@@ -153,13 +157,15 @@ def test_an_edited_lesson_cell_runs_after_the_lessons_own_version():
 def test_structure_deleted_duplicated_and_added_graded_cells():
     release = notebook("notebooks", "00_getting_started")
     theirs = notebook("solutions", "00_getting_started")
-    test_bytes = next(c for c in theirs.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_bytes")
+    test_bytes = next(c for c in theirs.cells
+                      if c.metadata.get("nbgrader", {}).get("grade_id") == "test_bytes")
     theirs.cells.remove(test_bytes)
-    solution = next(c for c in theirs.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "silu_mul_solution")
+    solution = next(c for c in theirs.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "silu_mul_solution")
     theirs.cells.append(copy.deepcopy(solution))
     extra = nbformat.v4.new_code_cell("x = 1")
-    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "my_bonus", "points": 10, "solution": False,
-                                  "locked": True, "schema_version": 3}
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "my_bonus", "points": 10,
+                                  "solution": False, "locked": True, "schema_version": 3}
     theirs.cells.append(extra)
     prepared = submission.prepare(release, theirs)
     assert prepared.missing == {"test_bytes"}

@@ -6,7 +6,8 @@ import pytest
 from tilegym_edu import bench, device
 from tilegym_edu.bench import Measurement
 
-interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+interpreter_only = pytest.mark.skipif(device.ON_GPU,
+                                      reason="tests interpreter mode; a GPU is visible")
 
 
 def gpu_measurement(name="k", times_ms=(1.0,), flops=None, bytes=None, **kw) -> Measurement:

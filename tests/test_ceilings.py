@@ -6,7 +6,8 @@ import torch
 
 from tilegym_edu import ceilings, device
 
-interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+interpreter_only = pytest.mark.skipif(device.ON_GPU,
+                                      reason="tests interpreter mode; a GPU is visible")
 
 
 def fake_facts(driver="580.1"):

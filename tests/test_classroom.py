@@ -19,12 +19,14 @@ def tiny_lesson(root):
     meta = {"schema_version": 3, "locked": False, "task": False}
     solution = nbformat.v4.new_code_cell(
         "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION")
-    solution.metadata = {"nbgrader": {**meta, "grade": False, "solution": True, "grade_id": "double"}}
+    solution.metadata = {"nbgrader": {**meta, "grade": False, "solution": True,
+                                      "grade_id": "double"}}
     test = nbformat.v4.new_code_cell("assert double(21) == 42, f'double(21) = {double(21)}'")
     test.metadata = {"nbgrader": {**meta, "grade": True, "solution": False, "locked": True,
                                   "grade_id": "test_double", "points": 2}}
     nb = nbformat.v4.new_notebook(cells=[solution, test])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
     (root / "solutions" / "tiny").mkdir(parents=True)
     nbformat.write(nb, root / "solutions" / "tiny" / "tiny.ipynb")
     return nb
@@ -50,9 +52,12 @@ def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capsys):
     out = tmp_path / "grades.csv"
     assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(out), *SANDBOX_FLAG]) == 0
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
-    assert rows["ada"]["points"] == "2" and rows["ada"]["test_double"] == "2" and rows["ada"]["problems"] == ""
-    assert rows["bob"]["points"] == "0" and "test_double: failed (AssertionError: double(21) = 23)" in rows["bob"]["problems"]
-    assert rows["eve"]["problems"].startswith("not graded:") and "not a valid notebook" in rows["eve"]["problems"]
+    assert (rows["ada"]["points"] == "2" and rows["ada"]["test_double"] == "2"
+            and rows["ada"]["problems"] == "")
+    assert (rows["bob"]["points"] == "0"
+            and "test_double: failed (AssertionError: double(21) = 23)" in rows["bob"]["problems"])
+    assert (rows["eve"]["problems"].startswith("not graded:")
+            and "not a valid notebook" in rows["eve"]["problems"])
     assert "summary of 3 students" in capsys.readouterr().out
 
 

@@ -38,8 +38,9 @@ def test_the_numpy_break_is_recognised_and_repairable(monkeypatch):
     assert cmd[:2] == [sys.executable, "-c"] and kwargs["env"]["TRITON_INTERPRET"] == "1"
 
 
-@pytest.mark.parametrize("stderr, last_line", [("RuntimeError: something else\n", "RuntimeError: something else"),
-                                               ("", "(no output)")])
+@pytest.mark.parametrize("stderr, last_line", [
+    ("RuntimeError: something else\n", "RuntimeError: something else"),
+    ("", "(no output)")])
 def test_another_failure_is_a_problem_without_repair(monkeypatch, stderr, last_line):
     fake_run(monkeypatch, 1, stderr=stderr)
     problem = compat.interpreter_problem()
@@ -81,12 +82,14 @@ def test_problems_lists_what_the_checks_find(monkeypatch):
 
 
 def test_repair_installs_the_safe_fixes_and_checks_again(monkeypatch, capsys):
-    fixable, manual = Problem("numpy too new", "pin it", ("numpy<2.4",)), Problem("other", "by hand")
+    fixable, manual = (Problem("numpy too new", "pin it", ("numpy<2.4",)),
+                       Problem("other", "by hand"))
     answers = iter([[fixable, manual], [manual]])
     monkeypatch.setattr(compat, "problems", lambda: next(answers))
     calls = fake_run(monkeypatch, 0)
     assert compat.repair() == [manual]
-    assert [cmd for cmd, _ in calls] == [[sys.executable, "-m", "pip", "install", "--quiet", "numpy<2.4"]]
+    assert [cmd for cmd, _ in calls] == [
+        [sys.executable, "-m", "pip", "install", "--quiet", "numpy<2.4"]]
     assert "fixing: pip install numpy<2.4" in capsys.readouterr().out
 
 

@@ -65,14 +65,21 @@ def test_conv_flops_counts_two_per_multiply_add():
 
 
 @pytest.mark.parametrize("x, w, kwargs, message", [
-    (torch.randn(1, 3, 5, 5), channels_last(torch.randn(2, 3, 3, 3)), {}, "x is not in channels_last"),
-    (channels_last(torch.randn(1, 3, 5, 5)), torch.randn(2, 3, 3, 3), {}, "w is not in channels_last"),
-    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 4, 3, 3)), {}, "x has 3 channels but w expects 4"),
-    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)).half(), {}, "share one dtype"),
+    (torch.randn(1, 3, 5, 5), channels_last(torch.randn(2, 3, 3, 3)), {},
+     "x is not in channels_last"),
+    (channels_last(torch.randn(1, 3, 5, 5)), torch.randn(2, 3, 3, 3), {},
+     "w is not in channels_last"),
+    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 4, 3, 3)), {},
+     "x has 3 channels but w expects 4"),
+    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)).half(), {},
+     "share one dtype"),
     (torch.randn(3, 5, 5), torch.randn(2, 3, 3, 3), {}, "x must be (N, C, H, W)"),
-    (channels_last(torch.randn(1, 3, 2, 2)), channels_last(torch.randn(2, 3, 3, 3)), {}, "does not fit"),
-    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)), {"stride": 0}, "stride and dilation must be >= 1"),
-    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)), {"padding": (1, 2, 3)}, "padding must be an int or a pair"),
+    (channels_last(torch.randn(1, 3, 2, 2)), channels_last(torch.randn(2, 3, 3, 3)), {},
+     "does not fit"),
+    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)), {"stride": 0},
+     "stride and dilation must be >= 1"),
+    (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)),
+     {"padding": (1, 2, 3)}, "padding must be an int or a pair"),
 ], ids=["x_nchw", "w_nchw", "channels", "dtype", "rank", "too_small", "stride_0", "padding_triple"])
 def test_bad_inputs_get_a_message_that_says_what_to_do(x, w, kwargs, message):
     with pytest.raises(ValueError) as error:

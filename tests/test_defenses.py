@@ -21,7 +21,8 @@ class Agreeable(torch.Tensor):
 
 def test_an_output_that_is_a_tensor_subclass_fails():
     ref = torch.ones(3, dtype=torch.float64)
-    passed, _, message = check.compare_output(torch.ones(3).as_subclass(Agreeable), ref, torch.float32)
+    passed, _, message = check.compare_output(torch.ones(3).as_subclass(Agreeable), ref,
+                                              torch.float32)
     assert not passed and "returned Agreeable, expected a torch.Tensor" in message
 
 

@@ -13,7 +13,8 @@ def grade_cell(source, outputs=()):
 
 
 def test_hidden_region_becomes_one_comment_and_the_traceback_its_last_line():
-    error = nbformat.v4.new_output("error", ename="AssertionError", evalue="case (n=7), seed 3: wrong",
+    error = nbformat.v4.new_output("error", ename="AssertionError",
+                                   evalue="case (n=7), seed 3: wrong",
                                    traceback=["----> 3 check(secret_cases)", "AssertionError: ..."])
     cell = grade_cell("check(cases)\n    ### BEGIN HIDDEN TESTS\n    secret_cases = [7]\n"
                       "    ### END HIDDEN TESTS\nprint('ok')", [error])

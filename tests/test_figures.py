@@ -30,7 +30,8 @@ def test_summary_shows_per_kind_the_figure_closest_to_failing():
     errors = [figures.error(1e-4, 3e-3, 4), figures.error(1e-3, 2e-2, 4),
               figures.error(0.0, 0.0, 2)]
     assert figures.summary(layers) == "0.76x cuDNN (needs 0.50)"
-    assert figures.summary(errors) == "largest error 0.001 (tolerance 0.02, 10 checks)"  # 1/20 of it
+    # the largest error is 1/20 of the tolerance
+    assert figures.summary(errors) == "largest error 0.001 (tolerance 0.02, 10 checks)"
     assert figures.summary([*errors, figures.error(float("nan"), 3e-3, 1)]).startswith(
         "largest error nan")
     assert figures.summary(layers + errors[:1]) == (  # one of each kind

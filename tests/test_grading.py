@@ -14,7 +14,8 @@ from tilegym_edu.grading import LibraryShortcut, NeedsGPU
 
 THRESHOLDS = Path(grading.__file__).with_name("thresholds.toml")
 
-interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+interpreter_only = pytest.mark.skipif(device.ON_GPU,
+                                      reason="tests interpreter mode; a GPU is visible")
 
 
 
@@ -136,7 +137,8 @@ def test_forbidden_wrapper_keeps_name_and_doc():
 # assert_correct ----------------------------------------------------------------------------------
 
 def test_assert_correct_passes_with_its_largest_error_as_one_line(capsys):
-    assert grading.assert_correct(triton_double, reference, make_inputs, CASES, seeds=(0, 1)) is None
+    assert grading.assert_correct(triton_double, reference, make_inputs, CASES,
+                                  seeds=(0, 1)) is None
     out = capsys.readouterr().out
     assert out.startswith("largest error ") and "2 checks" in out and out.count("\n") == 1
 
@@ -165,7 +167,8 @@ def test_assert_correct_fails_with_count_and_first_case(fn, words):
     with pytest.raises(AssertionError) as caught:
         grading.assert_correct(fn, reference, make_inputs, CASES, seeds=(0, 1, 2))
     message = str(caught.value)
-    assert message.startswith("3 of 3 checks failed. First: case (shape=(3000,), dtype=float32), seed 0")
+    assert message.startswith("3 of 3 checks failed. "
+                              "First: case (shape=(3000,), dtype=float32), seed 0")
     assert words in message and message.count("also:") == 2
 
 
@@ -240,7 +243,8 @@ def test_assert_ratio_passes_at_or_above_the_minimum(ratio, capsys):
 
 
 def test_assert_ratio_fails_below_the_minimum(capsys):
-    with pytest.raises(AssertionError, match=r"too slow: your GB/s / copy GB/s = 0\.59, threshold 0\.60"):
+    with pytest.raises(AssertionError,
+                       match=r"too slow: your GB/s / copy GB/s = 0\.59, threshold 0\.60"):
         grading.assert_ratio(0.59, LIMIT)
     assert capsys.readouterr().out.startswith("too slow: your GB/s / copy GB/s = 0.59")  # shown too
 
@@ -282,7 +286,8 @@ def test_shuffling_keeps_the_values_and_moves_them():
     before = view.clone()
     grading._shuffle_(x, torch.Generator().manual_seed(0))
     grading._shuffle_(view, torch.Generator().manual_seed(0))
-    assert torch.equal(x.sort().values, torch.arange(1000)) and not torch.equal(x, torch.arange(1000))
+    assert (torch.equal(x.sort().values, torch.arange(1000))
+            and not torch.equal(x, torch.arange(1000)))
     assert torch.equal(view.flatten().sort().values, before.flatten().sort().values)
     assert not torch.equal(view, before)
 

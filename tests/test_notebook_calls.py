@@ -40,7 +40,8 @@ def test_every_helper_call_binds_to_its_signature(notebook):
         if function is None:
             problems.append(f"cell {number}: {module}.{name} does not exist")
             continue
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        if (any(isinstance(a, ast.Starred) for a in call.args)
+                or any(k.arg is None for k in call.keywords)):
             continue  # *args / **kwargs: cannot be checked statically
         try:
             inspect.signature(function).bind(*call.args, **{k.arg: k.value for k in call.keywords})

@@ -12,9 +12,11 @@ REPO = Path(__file__).resolve().parent.parent
 def _notebook():
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
                                                            "display_name": "Python 3"}})
-    prose = nbformat.v4.new_markdown_cell("# Title\n\nA line with `code`.\n  indented\n#not a heading")
+    prose = nbformat.v4.new_markdown_cell(
+        "# Title\n\nA line with `code`.\n  indented\n#not a heading")
     code = nbformat.v4.new_code_cell("x = 1\n\n\ndef f():\n    return x  # a comment\n",
-                                     metadata={"nbgrader": {"grade": False, "grade_id": "f_solution",
+                                     metadata={"nbgrader": {"grade": False,
+                                                            "grade_id": "f_solution",
                                                             "solution": True}, "tags": ["demo"]})
     empty = nbformat.v4.new_code_cell("")
     for n, cell in enumerate((prose, code, empty)):
@@ -28,8 +30,8 @@ def test_a_notebook_round_trips_byte_for_byte():
     text = percent.to_text(nb)
     assert nbformat.writes(percent.from_text(text)) == nbformat.writes(nb)
     assert '# %% [markdown] id="cell-00"\n# # Title\n#\n# A line with `code`.\n' in text
-    assert '# %% id="cell-01" nbgrader={"grade": false, "grade_id": "f_solution", "solution": true} ' \
-           'tags=["demo"]\nx = 1\n' in text
+    assert '# %% id="cell-01" nbgrader={"grade": false, "grade_id": "f_solution", ' \
+           '"solution": true} tags=["demo"]\nx = 1\n' in text
 
 
 @pytest.mark.parametrize("breaks, why", [

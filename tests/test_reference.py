@@ -14,7 +14,8 @@ SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seed
 
 def make_inputs(case, generator):
     M, N, K = case["shape"]
-    return random_tensor((M, K), case["dtype"], generator), random_tensor((K, N), case["dtype"], generator)
+    return (random_tensor((M, K), case["dtype"], generator),
+            random_tensor((K, N), case["dtype"], generator))
 
 
 @pytest.mark.parametrize("fn", [matmul.naive_matmul,
@@ -27,9 +28,10 @@ def test_reference_matmuls_pass_on_20_seeds(fn):
     assert not failed, failed[:3]
 
 
-@pytest.mark.parametrize("fn", [lambda a, b: pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)),
-                                lambda a, b: pipelined.persistent_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16))],
-                         ids=["pipelined", "persistent"])
+@pytest.mark.parametrize("fn", [
+    lambda a, b: pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)),
+    lambda a, b: pipelined.persistent_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)),
+], ids=["pipelined", "persistent"])
 def test_lesson03_reference_matmuls_pass_on_20_seeds(fn):
     # row lengths that tensor descriptors can address (multiples of 16 bytes)
     shapes = [(1, 8, 8), (5, 16, 24), (33, 8, 40)]
@@ -96,7 +98,8 @@ def rmsnorm_inputs(case, generator):
 
 def rope_inputs(case, generator):
     B, S, H, D = case["shape"]
-    x = random_tensor((B, S, H + 2, D), case["dtype"], generator)[:, :, 1:H + 1]   # a view, as q in qkv
+    # a view, as q in qkv
+    x = random_tensor((B, S, H + 2, D), case["dtype"], generator)[:, :, 1:H + 1]
     cos, sin = llama.rope_tables(S + 1, D, device_=x.device)
     return x, cos, sin
 
@@ -106,13 +109,16 @@ def test_lesson06_fused_kernels_pass_on_20_seeds(kernel):
     dtypes = (torch.float32, torch.float16)
     if kernel == "rmsnorm":
         cases = [{"shape": s, "dtype": d, **extra} for s, extra in
-                 [((1, 1), {}), ((5, 333), {}), ((4, 64), {"zero_rows": 2}), ((3, 70), {"scale": 1e-4})]
+                 [((1, 1), {}), ((5, 333), {}), ((4, 64), {"zero_rows": 2}),
+                  ((3, 70), {"scale": 1e-4})]
                  for d in dtypes]
         args = (llama_kernels.rmsnorm, llama.rmsnorm_torch, rmsnorm_inputs)
     elif kernel == "rope":
-        cases = [{"shape": s, "dtype": d} for s in [(1, 1, 1, 16), (2, 5, 3, 32), (1, 4, 5, 64)] for d in dtypes]
+        cases = [{"shape": s, "dtype": d}
+                 for s in [(1, 1, 1, 16), (2, 5, 3, 32), (1, 4, 5, 64)] for d in dtypes]
         args = (lambda x, cos, sin: llama_kernels.rope_(x.clone(), cos, sin),
-                lambda x, cos, sin: llama.rope_torch(x, cos[:x.shape[1]], sin[:x.shape[1]]), rope_inputs)
+                lambda x, cos, sin: llama.rope_torch(x, cos[:x.shape[1]], sin[:x.shape[1]]),
+                rope_inputs)
     else:
         cases = [{"shape": s, "dtype": d} for s in [(1, 2), (5, 74), (3, 3000)] for d in dtypes]
         args = (llama_kernels.swiglu, llama.swiglu_torch,
@@ -147,7 +153,8 @@ def test_reference_kernels_raise_inside_graded_calls():
     ("02_tiled_matmul", "matmul_bias_relu", "make_bias_relu_inputs", "bias_relu_reference",
      [{"M": 37, "N": 29, "K": 70, "dtype": d, "blocks": (32, 32, 32, 8)}
       for d in (torch.float32, torch.float16)]
-     + [{"M": 20, "N": 40, "K": 33, "dtype": torch.float16, "bias": "strided", "blocks": (16, 32, 16, 2)}]),
+     + [{"M": 20, "N": 40, "K": 33, "dtype": torch.float16, "bias": "strided",
+         "blocks": (16, 32, 16, 2)}]),
     ("02_tiled_matmul", "bmm", "make_bmm_inputs", "bmm_reference",
      [{"batch": 2, "M": 29, "N": 40, "K": 33, "dtype": d, "blocks": (16, 32, 16, 2)}
       for d in (torch.float32, torch.float16)]),

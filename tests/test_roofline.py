@@ -15,7 +15,8 @@ from tilegym_edu import ceilings, device, roofline  # noqa: E402
 from tilegym_edu.bench import Measurement  # noqa: E402
 from tilegym_edu.specs import spec_by_key  # noqa: E402
 
-interpreter_only = pytest.mark.skipif(device.ON_GPU, reason="tests interpreter mode; a GPU is visible")
+interpreter_only = pytest.mark.skipif(device.ON_GPU,
+                                      reason="tests interpreter mode; a GPU is visible")
 
 H200 = spec_by_key("h200-sxm")
 
@@ -146,7 +147,8 @@ def test_measured_roofs_are_drawn_on_this_gpu_when_cached(fake_h200):
                                              "fp32": 50.0})
     ceilings.cache_path().write_text(json.dumps({ceilings._cache_key(fake_h200): asdict(entry)}))
     ax = roofline.plot_roofline()
-    measured = [line.get_label() for line in ax.get_lines() if line.get_label().startswith("measured")]
+    measured = [line.get_label() for line in ax.get_lines()
+                if line.get_label().startswith("measured")]
     assert len(measured) == 2 and "700 TFLOP/s" in measured[0] and "4,000 GB/s" in measured[0]
     assert "(this GPU)" in ax.get_title()
 

@@ -31,7 +31,8 @@ def cell(source: str, grade_id: str, points: int | None = None) -> nbformat.Note
 
 def lesson(root, cells) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
     (root / "solutions" / "tiny").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, root / "solutions" / "tiny" / "tiny.ipynb")
     return nb
@@ -103,10 +104,12 @@ def test_deleted_duplicated_and_added_graded_cells_and_extra_notebooks(tmp_path)
     results = by_id(report)
     assert set(results) == {"test_double", "test_zero"} and report.max_points == 5
     assert results["test_double"].points == 2
-    assert results["test_zero"].points == 0 and "deleted from your notebook" in results["test_zero"].reason
+    assert (results["test_zero"].points == 0
+            and "deleted from your notebook" in results["test_zero"].reason)
     notes = " ".join(report.notes)
     assert "scratch.ipynb is not part of lesson tiny: ignored" in notes
-    assert "`test_double` appears 2 times" in notes and "`test_bonus` is not part of the lesson" in notes
+    assert ("`test_double` appears 2 times" in notes
+            and "`test_bonus` is not part of the lesson" in notes)
     assert "note: scratch.ipynb" in report.format_table()
 
 
@@ -124,7 +127,8 @@ def test_a_refused_cell_costs_only_the_tests_that_need_it_and_says_why(tmp_path)
     assert results["test_double"].points == 2
     # the import is left out; triple is still defined, so its test passes
     assert results["test_triple"].points == 1
-    assert any("left out part of triple: line 1: `import os` is not allowed" in n for n in report.notes)
+    assert any("left out part of triple: line 1: `import os` is not allowed" in n
+               for n in report.notes)
     syntax = nbformat.from_dict(nb)
     syntax.cells[2].source = "def triple(x)\n    return 3 * x"
     report = autograde.grade("tiny", hand_in(tmp_path / "in2", syntax), root=root, student="syntax")
@@ -145,7 +149,8 @@ def test_a_regrade_forgets_what_the_gradebook_held(tmp_path):
     report = autograde.grade("tiny", hand_in(tmp_path / "second", blank), root=root, student="ada")
     assert report.points == 0 and report.max_points == 2
     with sqlite3.connect(root / ".grading" / "gradebook.db") as db:
-        assert db.execute("SELECT manual_score, extra_credit FROM grade").fetchall() == [(None, None)]
+        assert (db.execute("SELECT manual_score, extra_credit FROM grade").fetchall()
+                == [(None, None)])
 
 
 needs_bwrap = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap (bwrap) is not "
@@ -165,7 +170,8 @@ def test_the_sandbox_hides_the_course_and_keeps_every_write_to_itself(tmp_path, 
         "def attempts(root, others):\n"
         "    tries = {\n"
         "        'read solutions': lambda: open(f'{root}/solutions/tiny/tiny.ipynb').read(),\n"
-        "        'write gradebook': lambda: open(f'{root}/.grading/gradebook.db', 'a').write('x'),\n"
+        "        'write gradebook':"
+        " lambda: open(f'{root}/.grading/gradebook.db', 'a').write('x'),\n"
         "        'write course': lambda: open(f'{root}/planted.py', 'w').write('x'),\n"
         "        'write class': lambda: open(f'{others}/bob/tiny.ipynb', 'w').write('{}'),\n"
         "        'network': lambda: socket.create_connection(('127.0.0.1', 22), timeout=1),\n"

@@ -46,7 +46,8 @@ def test_kernels_built_for_a_gpu_are_counted_through_the_interpreter():
     """On a GPU, kernels are JITFunctions; counting runs them in the interpreter instead."""
     gpu_kernel = JITFunction(double_kernel.fn)
     x, out = torch.randn(2000), torch.empty(2000)
-    traffic = count_traffic(lambda: gpu_kernel[(triton.cdiv(2000, 1024),)](x, out, 2000, BLOCK=1024))
+    traffic = count_traffic(
+        lambda: gpu_kernel[(triton.cdiv(2000, 1024),)](x, out, 2000, BLOCK=1024))
     assert traffic.loaded_bytes == 8000 and torch.equal(out, 2 * x)
     assert JITFunction.run is not None and "interpreted" not in JITFunction.run.__name__
 

@@ -98,7 +98,8 @@ class Measurement:
         return self.flops / self.bytes
 
 
-def roofline_problem(m: Measurement, device_name: str, memory_bytes: int | None = None) -> str | None:
+def roofline_problem(m: Measurement, device_name: str,
+                     memory_bytes: int | None = None) -> str | None:
     """Why ``m`` is impossible on ``device_name`` (above its datasheet roofline), or None."""
     spec = find_spec(device_name, memory_bytes)
     if spec is None or m.interpreter:

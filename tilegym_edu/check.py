@@ -104,8 +104,10 @@ def first_bad_index(out: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[i
     diff = (out64 - ref64).abs()
     bad = ~torch.isfinite(out64) | (diff > tol * ref64.abs().max().clamp_min(1e-30))
     flat = bad.flatten().nonzero()
-    index = flat[0, 0].item() if len(flat) else torch.nan_to_num(diff, nan=float("inf")).argmax().item()
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(index), out.shape)) if out.dim() else ()
+    index = (flat[0, 0].item() if len(flat)
+             else torch.nan_to_num(diff, nan=float("inf")).argmax().item())
+    return (tuple(int(i) for i in torch.unravel_index(torch.tensor(index), out.shape))
+            if out.dim() else ())
 
 
 def tolerance(dtype: torch.dtype, tolerances: Mapping[torch.dtype, float] | None = None) -> float:
@@ -136,7 +138,8 @@ def compare_output(out: Any, ref: torch.Tensor, dtype: torch.dtype,
     got, want = out.detach()[where].item(), ref[where].item()
     what = "NaN or inf in the output" if not finite else f"error above the tolerance {tol:g}"
     unwritten = " (NaN: an element the kernel never wrote?)" if got != got else ""
-    return False, error, f"{what}; first bad element {list(where)}: got {got:.6g}, expected {want:.6g}{unwritten}"
+    return False, error, (f"{what}; first bad element {list(where)}: "
+                          f"got {got:.6g}, expected {want:.6g}{unwritten}")
 
 
 def to_reference(value: Any, on: str | torch.device = "cpu") -> Any:
@@ -153,7 +156,8 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
           make_inputs: Callable[[Case, torch.Generator], Sequence[Any]],
           cases: Iterable[Case], seeds: Iterable[int] = (0, 1, 2), *,
           tolerances: Mapping[torch.dtype, float] | None = None,
-          call: Callable[[Callable[..., Any], Sequence[Any]], Any] | None = None) -> list[CaseResult]:
+          call: Callable[[Callable[..., Any], Sequence[Any]], Any] | None = None,
+          ) -> list[CaseResult]:
     """Run ``fn`` on every case and seed and compare each output with ``reference``.
 
     ``make_inputs(case, generator)`` returns the arguments of ``fn`` for one case; tensors are
@@ -193,7 +197,8 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
 
 
 #: tensors of at least this many elements are drawn on the GPU (a speed check's inputs): the
-#: CPU draws about 10^7 float64 normals a second, 14 s for lesson 04's six attention inputs (cProfile on the H200)
+#: CPU draws about 10^7 float64 normals a second, 14 s for lesson 04's six attention inputs
+#: (cProfile on the H200)
 DRAW_ON_GPU_FROM = 1 << 20
 
 

@@ -135,7 +135,8 @@ def repair() -> list[Problem]:
     """Apply the automatic fixes; return the problems that remain."""
     for problem in problems():
         if problem.repair:
-            print(f"tilegym_edu: {problem.summary}\n  fixing: pip install {' '.join(problem.repair)}")
+            print(f"tilegym_edu: {problem.summary}\n"
+                  f"  fixing: pip install {' '.join(problem.repair)}")
             subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *problem.repair],
                            check=True)
     return problems()

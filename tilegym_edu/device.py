@@ -131,7 +131,8 @@ def nvidia_smi(query: str, index: int = 0) -> list[str] | None:
         return None
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", str(index)],
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+             "-i", str(index)],
             capture_output=True, text=True, timeout=20, check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return None

@@ -73,7 +73,8 @@ class ResilientExecute(Execute):
     or hang (see the module docstring)."""
 
     notebook_timeout = Integer(3600, help="seconds for the whole notebook").tag(config=True)
-    show_progress = Bool(True, help="draw a progress bar on stderr while cells run").tag(config=True)
+    show_progress = Bool(
+        True, help="draw a progress bar on stderr while cells run").tag(config=True)
     max_restarts = Integer(3, help="kernels replaced before the rest is not run").tag(config=True)
     # seconds a cell's output may trail its reply; after the interrupt at a cell's time limit,
     # a kernel that stays busy this long is taken to ignore it (nbclient's default is 4)
@@ -136,7 +137,8 @@ class ResilientExecute(Execute):
                 "interrupted; its kernel was killed and replaced")]
             self._lethal.add(index)
             self._replace_kernel(index)
-        cell.metadata.setdefault(submission.META, {})["seconds"] = round(time.monotonic() - start, 2)
+        cell.metadata.setdefault(submission.META, {})["seconds"] = round(
+            time.monotonic() - start, 2)
         return cell, resources
 
     def _get_timeout(self, cell):

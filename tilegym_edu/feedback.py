@@ -37,5 +37,6 @@ class HideHiddenTests(NbGraderPreprocessor):
         cell.source = "\n".join(kept)
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+                output["traceback"] = [
+                    f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources

@@ -69,7 +69,8 @@ def read(cell: Any) -> list[dict]:
     figure is left out, whatever is wrong with it: the report must not fail on it."""
     found = []
     for output in cell.get("outputs", []):
-        data = output.get("data", {}).get(MIME) if output.get("output_type") == "display_data" else None
+        data = (output.get("data", {}).get(MIME)
+                if output.get("output_type") == "display_data" else None)
         if data is None:
             continue
         try:

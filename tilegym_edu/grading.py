@@ -104,7 +104,8 @@ def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
     On a ``@triton.jit`` kernel it adds a pre-run hook instead, so a launch of the raw kernel
     (``kernel[grid](...)``) inside a graded call raises too."""
     if hasattr(fn, "add_pre_run_hook"):
-        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "kernel")
+        name = (getattr(fn, "__name__", None)
+                or getattr(getattr(fn, "fn", None), "__name__", "kernel"))
 
         def refuse_launch(*args, **kwargs):
             if _guard_depth:
@@ -118,7 +119,8 @@ def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise LibraryShortcut(f"the graded call used the course's reference "
                                   f"'{fn.__qualname__}'; write your own kernel.")
         return fn(*args, **kwargs)
-    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = (
+        fn.__name__, fn.__qualname__, fn.__doc__)
     wrapper.__wrapped__ = fn
     return wrapper
 
@@ -387,11 +389,11 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
     timed. Before timing, every input tensor is refilled with its original elements (as they
     were before the candidate first ran, so changing them gains nothing) in a random order, so
     the replays compute on inputs the candidate never saw while it ran; the tensors a
-    non-tensor argument holds (a model's weights) must come back unchanged; afterwards the outputs of
-    the timed replays are checked against ``reference`` on the shuffled inputs (in float64 on
-    the GPU, or the CPU where the GPU has no room for it; a candidate
-    that works in place is checked on one replay before timing). A candidate that leaves work
-    on a side stream fails assert_no_work_left_behind; an impossible result is rejected.
+    non-tensor argument holds (a model's weights) must come back unchanged; afterwards the
+    outputs of the timed replays are checked against ``reference`` on the shuffled inputs (in
+    float64 on the GPU, or the CPU where the GPU has no room for it; a candidate that works in
+    place is checked on one replay before timing). A candidate that leaves work on a side
+    stream fails assert_no_work_left_behind; an impossible result is rejected.
     ``allow`` names extra torch operations the guarded call may use (as for assert_correct)."""
     require_gpu("this speed check")
     allow = tuple(allow)
@@ -407,7 +409,8 @@ def measure_speed(candidate: Callable[..., Any], baselines: Mapping[str, Callabl
         _shuffle_(t, generator, values)
     del pristine
     inputs = [tuple(to_reference(a, device.DEVICE) for a in call.args) for call in calls]
-    in_place = [any(_shares_memory(o, t) for o in _tensors(c.output) for t in _tensors(list(c.args)))
+    in_place = [any(_shares_memory(o, t)
+                    for o in _tensors(c.output) for t in _tensors(list(c.args)))
                 for c in calls]
     outputs: list[Any] = [None] * len(calls)
     for i, call in enumerate(calls):

@@ -55,8 +55,9 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
     """Draw the roofline of ``gpu`` (default: this GPU, or an H200's datasheet without one) with
     ``measurements`` as labelled points; returns the axes.
 
-    Measurements need ``flops`` and ``bytes`` (those without FLOPs are left out). Interpreter measurements have no GPU rate: they
-    are drawn hollow at the roof above their intensity (the best that kernel could do there).
+    Measurements need ``flops`` and ``bytes`` (those without FLOPs are left out). Interpreter
+    measurements have no GPU rate: they are drawn hollow at the roof above their intensity (the
+    best that kernel could do there).
     """
     spec, is_this_gpu = resolve_spec(gpu)
     if ax is None:
@@ -78,7 +79,8 @@ def plot_roofline(measurements: Sequence[Measurement] = (), gpu: str | None = No
         for label, key in (("cuBLAS fp16", "fp16"), ("cuBLAS fp32", "fp32")):
             peak = measured.matmul_tflops[key]
             ax.plot(x, np.minimum(peak, x * measured.copy_gbs / 1e3), ":", color="tab:blue",
-                    label=f"measured {label}: {peak:.0f} TFLOP/s, copy {measured.copy_gbs:,.0f} GB/s")
+                    label=f"measured {label}: {peak:.0f} TFLOP/s, "
+                          f"copy {measured.copy_gbs:,.0f} GB/s")
     for i, m in enumerate(plotted):
         color = f"C{(i + 1) % 10}"
         if m.interpreter:

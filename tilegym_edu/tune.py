@@ -197,7 +197,8 @@ class TuneResult:
         timed = sorted((t for t in self.trials if t.samples_ms), key=lambda t: t.median_ms)
         rest = [t for t in self.trials if not t.samples_ms]
         best = timed[0].median_ms if timed else None
-        lines = [f"{'configuration':64s} {'median ms':>10s} {'vs best':>8s} {'samples':>7s}  status"]
+        lines = [f"{'configuration':64s} {'median ms':>10s} {'vs best':>8s} "
+                 f"{'samples':>7s}  status"]
         for t in timed + rest:
             median = f"{t.median_ms:10.4f}" if t.samples_ms else f"{'-':>10s}"
             ratio = f"{t.median_ms / best:7.2f}x" if t.samples_ms and best else f"{'-':>8s}"
@@ -270,7 +271,8 @@ def cache_key(kernel: object, problem: Mapping[str, object], level: int,
     digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
     space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
     shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
-    return f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} | level {level} | space {space}"
+    return (f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} "
+            f"| level {level} | space {space}")
 
 
 def cache_path() -> Path:

@@ -24,7 +24,8 @@ def open_notebook(page, url: str, timeout_s: float = 90) -> None:
     page.goto(url)
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
     page.wait_for_function(
-        "() => document.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status') === 'idle'",
+        "() => document.querySelector('.jp-Notebook-ExecutionIndicator')"
+        "?.getAttribute('data-status') === 'idle'",
         timeout=timeout_s * 1000)
 
 

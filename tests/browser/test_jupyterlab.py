@@ -36,7 +36,8 @@ def test_lesson_runs_cell_by_cell_in_jupyterlab(learner_lab, page, lesson):
         if any("NotImplementedError" in e for e in run.errors):
             cell.screenshot(path=ARTIFACTS / f"{lesson}-exercise-cell-{run.index}.png")
 
-    notebook = nbformat.read(learner_lab.root / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    notebook = nbformat.read(learner_lab.root / "notebooks" / lesson / f"{lesson}.ipynb",
+                             as_version=4)
     runs = run_every_cell(page, len(notebook.cells), keep_evidence)
     page.screenshot(path=ARTIFACTS / f"{lesson}-ran.png")
     assert runs and all(r.prompt for r in runs), "a code cell did not run"
@@ -67,7 +68,8 @@ def test_learner_lab_hides_the_instructor_tools(learner_lab, page):
     menu_bar = page.locator(".lm-MenuBar-content").inner_text()
     assert "Nbgrader" not in menu_bar, menu_bar
     assert page.get_by_text("Create Assignment").count() == 0
-    assert page.get_by_text("Would you like to get notified about official Jupyter news?").count() == 0
+    assert page.get_by_text(
+        "Would you like to get notified about official Jupyter news?").count() == 0
 
 
 def test_instructor_lab_shows_the_formgrader(instructor_lab, page):

@@ -58,7 +58,8 @@ def test_an_allocation_larger_than_the_gpu_fails_only_its_own_cell():
 #: the store lands 2^40 elements past the output: an illegal address on any GPU
 ILLEGAL_ADDRESS = Submission(
     "illegal_address",
-    {"silu_mul_solution": ("tl.store(out_ptr + offsets, ", "tl.store(out_ptr + offsets + (1 << 40), ")},
+    {"silu_mul_solution": ("tl.store(out_ptr + offsets, ",
+                           "tl.store(out_ptr + offsets + (1 << 40), ")},
     loses=("test_silu_mul_correct", "test_silu_mul_bandwidth"), reason="illegal memory access")
 
 
