@@ -39,7 +39,7 @@ def submit(folder, student, nb=None, text=None):
 
 
 @pytest.mark.slow
-def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capsys):
+def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capfd):
     root = tmp_path / "course"
     nb = tiny_lesson(root)
     wrong = nbformat.from_dict(nb)
@@ -58,7 +58,10 @@ def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capsys):
             and "test_double: failed (AssertionError: double(21) = 23)" in rows["bob"]["problems"])
     assert (rows["eve"]["problems"].startswith("not graded:")
             and "not a valid notebook" in rows["eve"]["problems"])
-    assert "summary of 3 students" in capsys.readouterr().out
+    shown = capfd.readouterr()        # what the instructor's terminal shows, kernels' own included
+    assert "summary of 3 students" in shown.out
+    # the kernel process's own notes (ipykernel's connection lines in the sandbox) go to kernel.log
+    assert "To connect another client" not in shown.out + shown.err
 
 
 def test_a_folder_that_is_not_a_student_id_is_a_row_and_the_class_goes_on(tmp_path):

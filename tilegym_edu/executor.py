@@ -10,9 +10,10 @@
   kernel is killed and replaced (``KernelUnresponsive``).
 * After ``max_restarts`` replacements, the remaining cells are not run and say why.
 * The kernel is reached over Unix sockets (IPC), never TCP.
-* The kernel process's own stderr (not a cell's, which comes back as the cell's output) goes
-  to ``kernel.log`` beside the graded notebook: what a kernel prints as it starts or dies
-  (libzmq's assertions at shutdown, say) is nothing the learner can act on.
+* The kernel process's own stdout and stderr (not a cell's, which comes back as the cell's
+  output) go to ``kernel.log`` beside the graded notebook: what a kernel prints as it starts
+  or dies (ipykernel's connection notes in the sandbox, libzmq's assertions at shutdown) is
+  nothing the learner can act on.
 
 Every cell's run time is recorded in ``cell.metadata.tilegym.seconds`` for the grade report.
 """
@@ -40,7 +41,7 @@ from tilegym_edu.progress import ProgressBar
 KERNEL_DIED = "KernelDied"
 KERNEL_UNRESPONSIVE = "KernelUnresponsive"
 NOT_RUN = "NotRun"
-#: the file, beside the graded notebook, that holds the kernel process's own stderr
+#: the file, beside the graded notebook, that holds the kernel process's own stdout and stderr
 KERNEL_LOG = "kernel.log"
 
 
@@ -94,7 +95,7 @@ class ResilientExecute(Execute):
     async def async_start_new_kernel(self, **kwargs) -> None:
         folder = Path((self.resources or {}).get("metadata", {}).get("path") or ".")
         with open(folder / KERNEL_LOG, "ab") as log:      # the kernel gets its own copy
-            await super().async_start_new_kernel(stderr=log, **kwargs)
+            await super().async_start_new_kernel(stdout=log, stderr=log, **kwargs)
 
     # nbclient's synchronous form wraps its own coroutine, not an override: wrap this one
     start_new_kernel = run_sync(async_start_new_kernel)
