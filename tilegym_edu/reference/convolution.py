@@ -168,9 +168,9 @@ def direct_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
     return y
 
 
-@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "STRIDE_H", "STRIDE_W",
+@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
                                "PAD_H", "PAD_W", "DIL_H", "DIL_W"])
-def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S,
+def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.constexpr,
                   STRIDE_H, STRIDE_W, PAD_H, PAD_W, DIL_H, DIL_W,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr):
@@ -183,9 +183,11 @@ def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S,
     Which input pixel each output row starts from (h0, w0) is worked out once, before the loop.
     Rows and columns past the edge wrap around (% M, % K) rather than being masked; their
     results are never stored. The layer's sizes and geometry are plain arguments that Triton
-    does not specialize on (do_not_specialize), so one compiled kernel per dtype, channel
-    alignment and block configuration serves every layer; C and K keep their specialization
-    (a multiple of 16 lets loads and stores use 16-byte vectors)."""
+    does not specialize on (do_not_specialize), so one compiled kernel per dtype, filter width,
+    channel alignment and block configuration serves every layer. C and K keep their
+    specialization (a multiple of 16 lets loads and stores use 16-byte vectors), and the filter
+    width S stays a constexpr: every step divides by it, and a division by a constant compiles
+    to a multiply and a shift."""
     pid = tl.program_id(0)
     M = N * P * Q
     num_pid_m = tl.cdiv(M, BLOCK_M)
