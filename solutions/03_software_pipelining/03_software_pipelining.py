@@ -916,14 +916,17 @@ print(tune.kernel_source(reference.persistent_matmul_kernel))
 #
 # 1. **`persistent_matmul_kernel`**: the reference kernel above, word for word (signature and
 #    docstring given; a test compares them).
-# 2. **`persistent_matmul(a, b, config=None)`**: `a @ b` for row-major fp16 or fp32 `a` $(M, K)$ and
-#    `b` $(K, N)$. Raise `ValueError` with `tma_problem`'s message when descriptors cannot read the
-#    inputs, and when the output's rows ($N e$ bytes) are not a multiple of 16 bytes. Otherwise
-#    build the three descriptors (the output's block is $B_M \times B_N /$ `EPILOGUE_SPLIT`), launch
-#    `persistent_grid_size(number of tiles)` programs (one per SM; 4 in the interpreter) with
-#    `NUM_PROGRAMS` set to that number, and return the result. With `config=None`, tune it with
-#    `tune.autotune` and your `PERSISTENT_SPACE`.
-# 3. **`PERSISTENT_SPACE`**, at the end of the cell: the configurations of
+# 2. **`tma_output(a, b)`**: a new $(M, N)$ output in `a`'s dtype, for row-major fp16 or fp32 `a`
+#    $(M, K)$ and `b` $(K, N)$. Raise `ValueError` with `tma_problem`'s message when descriptors
+#    cannot read the inputs, and when the output's rows ($N e$ bytes) are not a multiple of 16
+#    bytes.
+# 3. **`launch_persistent(a, b, c, config)`**: build the three descriptors (the output's block is
+#    $B_M \times B_N /$ `EPILOGUE_SPLIT`) and launch `persistent_grid_size(number of tiles)`
+#    programs (one per SM; 4 in the interpreter) with `NUM_PROGRAMS` set to that number, writing
+#    `a @ b` into `c`.
+# 4. **`persistent_matmul(a, b, config=None)`**: `a @ b` through the two; with `config=None`, tune
+#    it with `tune.autotune` and your `PERSISTENT_SPACE`, launching into the one output.
+# 5. **`PERSISTENT_SPACE`**, at the end of the cell: the configurations of
 #    `reference.PERSISTENT_SPACE`, with a pruning function that adds the output tile's buffer, $B_M
 #    \cdot (B_N /$ `EPILOGUE_SPLIT`$) \cdot e$ bytes, to `shared_memory_bytes`, and keeps the
 #    register rule (your `fits` has it).
@@ -940,34 +943,23 @@ print(tune.kernel_source(reference.persistent_matmul_kernel))
 # include: tilegym_edu/reference/pipelined.py persistent_matmul_kernel solution
 
 
+# include: tilegym_edu/reference/pipelined.py tma_output solution
+
+
+# include: tilegym_edu/reference/pipelined.py launch_persistent solution
+
+
 def persistent_matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:
     """a @ b with persistent_matmul_kernel through tensor descriptors: a (M, K) and b (K, N)
     row-major, fp16 or fp32, rows a multiple of 16 bytes. `config` None tunes it."""
     ### BEGIN SOLUTION
-    from triton.tools.tensor_descriptor import TensorDescriptor
-    why = tma_problem(a, b)
-    if why:
-        raise ValueError(why)
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if (N * c.element_size()) % 16:
-        raise ValueError(f"c's rows would be {N * c.element_size()} bytes long: tensor descriptors "
-                         "need multiples of 16 bytes")
-
-    def launch(config):
-        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
-        b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
-        c_desc = TensorDescriptor.from_tensor(c, [bm, bn // config["EPILOGUE_SPLIT"]])
-        programs = persistent_grid_size(triton.cdiv(M, bm) * triton.cdiv(N, bn))
-        persistent_matmul_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K,
-                                              NUM_PROGRAMS=programs, **config)
-
+    c = tma_output(a, b)
     if config is None:
-        problem = {"M": M, "N": N, "K": K, "dtype": str(a.dtype).removeprefix("torch.")}
-        config = tune.autotune(persistent_matmul_kernel, problem, PERSISTENT_SPACE, launch).config
-    launch(config)
+        problem = {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1],
+                   "dtype": str(a.dtype).removeprefix("torch.")}
+        config = tune.autotune(persistent_matmul_kernel, problem, PERSISTENT_SPACE,
+                               lambda config: launch_persistent(a, b, c, config)).config
+    launch_persistent(a, b, c, config)
     return c
     ### END SOLUTION
 

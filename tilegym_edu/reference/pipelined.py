@@ -135,28 +135,43 @@ def persistent_grid_size(num_tiles: int) -> int:
 
 
 @forbidden_in_graded_calls
-def persistent_matmul(a: torch.Tensor, b: torch.Tensor,
-                      config: Mapping[str, object] | None = None) -> torch.Tensor:
-    """a @ b with the persistent tensor-descriptor kernel; ``config`` overrides
-    PERSISTENT_DEFAULT. Raises ValueError when the layout rules out descriptors (tma_problem)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
+def tma_output(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A new (M, N) tensor for c = a @ b, in a's dtype, once tensor descriptors can read a and b
+    and write c; ValueError saying why not (tma_problem, or c's rows not a multiple of 16
+    bytes) otherwise."""
     problem = tma_problem(a, b)
     if problem:
         raise ValueError(problem)
-    options = {**PERSISTENT_DEFAULT, **(config or {})}
-    bm, bn, bk = options["BLOCK_M"], options["BLOCK_N"], options["BLOCK_K"]
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if (N * c.element_size()) % 16:
-        raise ValueError(f"c's rows would be {N * c.element_size()} bytes long: tensor "
+    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    if (c.shape[1] * c.element_size()) % 16:
+        raise ValueError(f"c's rows would be {c.shape[1] * c.element_size()} bytes long: tensor "
                          "descriptors need multiples of 16 bytes")
+    return c
+
+
+@forbidden_in_graded_calls
+def launch_persistent(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config) -> None:
+    """Run persistent_matmul_kernel once with ``config`` (every launch option) into c = a @ b:
+    descriptors of a (blocks BLOCK_M x BLOCK_K), b (BLOCK_K x BLOCK_N) and c (BLOCK_M x
+    BLOCK_N / EPILOGUE_SPLIT), and one program per SM (persistent_grid_size)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    (M, K), N = a.shape, b.shape[1]
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn // options["EPILOGUE_SPLIT"]])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn // config["EPILOGUE_SPLIT"]])
     programs = persistent_grid_size(triton.cdiv(M, bm) * triton.cdiv(N, bn))
     persistent_matmul_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K,
-                                          NUM_PROGRAMS=programs, **options)
+                                          NUM_PROGRAMS=programs, **config)
+
+
+@forbidden_in_graded_calls
+def persistent_matmul(a: torch.Tensor, b: torch.Tensor,
+                      config: Mapping[str, object] | None = None) -> torch.Tensor:
+    """a @ b with the persistent tensor-descriptor kernel; ``config`` overrides
+    PERSISTENT_DEFAULT. Raises ValueError when the layout rules out descriptors (tma_output)."""
+    c = tma_output(a, b)
+    launch_persistent(a, b, c, {**PERSISTENT_DEFAULT, **(config or {})})
     return c
 
 
