@@ -1,12 +1,9 @@
 """tilegym_edu.percent: lessons as percent-format text, round-tripped exactly."""
-from pathlib import Path
-
 import nbformat
 import pytest
 
+from tests.conftest import REPO
 from tilegym_edu import percent
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _notebook():

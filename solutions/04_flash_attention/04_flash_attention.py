@@ -717,6 +717,14 @@ def make_attention_inputs(case, generator):
             case.get("causal", False), config)
 
 
+def speed_input_sets(B, H, S, D, seeds=(0, 1)):
+    """Input sets [(q, k, v), ...] for the speed checks: fp16, (B, H, S, D), a fresh draw for
+    each seed."""
+    case = {"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16}
+    return [make_attention_inputs(case, torch.Generator().manual_seed(seed))[:3]
+            for seed in seeds]
+
+
 for result in check.check(flash_attention, attention_reference, make_attention_inputs,
                           seeds=[0], cases=[
         {"batch": 2, "heads": 2, "seq": 100, "head_dim": 64, "dtype": torch.float16},
@@ -897,9 +905,7 @@ print("SDPA backends that run here:", ", ".join(available_sdpa_backends(
 grading.require_gpu("the speedup of flash_attention over naive attention")
 limit = grading.threshold("04_flash_attention", "flash_vs_naive")
 B, H, S, D = 1, 16, 4096, 64
-input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D,
-                                     "dtype": torch.float16},
-                                    torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
+input_sets = speed_input_sets(B, H, S, D)
 # tune first (cached): the timed calls run the chosen configuration
 flash_attention(*input_sets[0])
 grading.assert_speedup(flash_attention, naive_attention, input_sets, attention_reference,
@@ -936,9 +942,7 @@ for S in (4096, 16384):
 grading.require_gpu("the speed of flash_attention against PyTorch's SDPA backends")
 limit = grading.threshold("04_flash_attention", "flash_vs_best_sdpa")
 B, H, S, D = 4, 32, 4096, 128
-input_sets = [make_attention_inputs({"batch": B, "heads": H, "seq": S, "head_dim": D,
-                                     "dtype": torch.float16},
-                                    torch.Generator().manual_seed(seed))[:3] for seed in (0, 1)]
+input_sets = speed_input_sets(B, H, S, D)
 flash_attention(*input_sets[0])        # tune first (cached)
 q, k, v = input_sets[0]
 baselines = {f"SDPA {name}": (lambda backend=backend: sdpa(q, k, v, backend))
