@@ -207,9 +207,9 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """Attention as three PyTorch operations, the (batch, heads, seq, seq) scores in memory:
     the baseline FlashAttention is measured against (softmax in float32 or wider)."""
     scores = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
-    if causal:
-        seq = q.shape[2]
-        keep = torch.ones(seq, seq, device=q.device, dtype=torch.bool).tril()
+    if causal:  # query i sits at key position i + seq_k - seq_q: the mask ends aligned
+        seq_q, seq_k = q.shape[2], k.shape[2]
+        keep = torch.ones(seq_q, seq_k, device=q.device, dtype=torch.bool).tril(seq_k - seq_q)
         scores = scores.masked_fill(~keep, float("-inf"))
     wide = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
     return torch.softmax(scores.to(wide), dim=-1).to(q.dtype) @ v

@@ -1,0 +1,195 @@
+"""FlashAttention forward for the shapes models bring: any head size up to 256, grouped-query
+and multi-query attention, and queries shorter than the keys (decoding with a KV cache,
+chunked prefill). Lesson 04's `attention.flash_attention` is the readable version; this one
+adds those shapes and saves what the backward pass (`flash_backward`) needs.
+
+Shapes: ``q`` (batch, heads, seq_q, head_dim); ``k`` and ``v`` (batch, kv_heads, seq_k,
+head_dim) with ``heads`` a multiple of ``kv_heads`` (query head h reads key/value head
+h // (heads // kv_heads): no copies of k and v); ``seq_q <= seq_k`` when causal, the causal
+mask aligned to the end (query i sees keys j <= i + seq_k - seq_q, as in decoding). Last
+dimension contiguous, any other strides; float16, bfloat16 or float32. The log-sum-exp of each
+query's scores, (batch, heads, seq_q) float32 in log2 units, is what the backward pass
+recomputes the probabilities from.
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
+                                             naive_attention)
+from tilegym_edu.tune import autotune
+
+#: the largest head size the kernels take (a q block of 256 x 256 fp16 fills the registers)
+MAX_HEAD_DIM = 256
+
+
+@triton.jit
+def flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_vn, q_pos, offs_n, offs_d,
+                 lo, hi, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                 MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """Fold key/value blocks lo, lo + BLOCK_N, ... < hi into one query block's running state
+    (acc (BLOCK_M, BLOCK_D) unnormalised output, l_i running sum, m_i running maximum in log2
+    units). ``q_pos`` (BLOCK_M,) are the queries' positions among the keys. Head columns past
+    HEAD_DIM load as zeros; MASKED blocks also mask keys past seq_k and, if CAUSAL, keys after
+    the query."""
+    d_ok = offs_d[None, :] < HEAD_DIM
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_ok = d_ok
+        if MASKED:
+            kv_ok = kv_ok & (cols[:, None] < seq_k)
+        k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_ok, other=0.0)
+        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        if MASKED:
+            valid = cols[None, :] < seq_k
+            if CAUSAL:
+                valid = valid & (q_pos[:, None] >= cols[None, :])
+            qk = tl.where(valid, qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_ok, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
+                         stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                         stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
+                         H, GROUP, seq_q, seq_k, qk_scale,
+                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """o and lse for one BLOCK_M block of queries of one (batch, query head): program
+    (i, b * H + h), reading key/value head h // GROUP. BLOCK_D is HEAD_DIM rounded up to a
+    power of two. Query i sits at position i + seq_k - seq_q among the keys; causal attention
+    stops at its diagonal and masks only the blocks that cross it (BLOCK_M a multiple of
+    BLOCK_N). lse (batch, H, seq_q) is m + log2(l), in log2 units."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    q_ptr += b * stride_qb + h * stride_qh
+    k_ptr += b * stride_kb + (h // GROUP) * stride_kh
+    v_ptr += b * stride_vb + (h // GROUP) * stride_vh
+    o_ptr += b * stride_ob + h * stride_oh
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    shift = seq_k - seq_q
+    io_mask = (offs_m[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    if CAUSAL:
+        end = tl.minimum((start_m + 1) * BLOCK_M + shift, seq_k)
+        unmasked_end = tl.minimum((start_m * BLOCK_M + shift) // BLOCK_N * BLOCK_N,
+                                  seq_k // BLOCK_N * BLOCK_N)
+    else:
+        end = seq_k
+        unmasked_end = seq_k // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
+                                 offs_m + shift, offs_n, offs_d, 0, unmasked_end, seq_k,
+                                 qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL)
+    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
+                                 offs_m + shift, offs_n, offs_d, unmasked_end, end, seq_k,
+                                 qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL)
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + offs_m[:, None] * stride_os + offs_d[None, :],
+             out.to(o_ptr.dtype.element_ty), mask=io_mask)
+    tl.store(lse_ptr + bh * seq_q + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < seq_q)
+
+
+def check_flash_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       causal: bool) -> None:
+    """Raise ValueError, saying what to change, unless q, k, v can go to the kernels."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be (batch, heads, seq, head_dim), got shape "
+                             f"{tuple(t.shape)}")
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name}'s last dimension must be contiguous: "
+                             f"pass {name}.contiguous()")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape; got {tuple(k.shape)}, {tuple(v.shape)}")
+    (batch, heads, seq_q, head_dim), (kv_batch, kv_heads, seq_k, kv_dim) = q.shape, k.shape
+    if kv_batch != batch or kv_dim != head_dim:
+        raise ValueError(f"k and v must have q's batch and head_dim: q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}")
+    if heads % kv_heads:
+        raise ValueError(f"q's {heads} heads must be a multiple of k and v's {kv_heads} "
+                         "(each group of query heads shares one key/value head)")
+    if causal and seq_q > seq_k:
+        raise ValueError(f"causal attention with more queries ({seq_q}) than keys ({seq_k}) "
+                         "leaves the first queries no key to see: the mask is aligned to the "
+                         "end, so pass at least as many keys as queries")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k, v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"attention takes float16, bfloat16 or float32, not {q.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k, v are on {q.device}, {k.device}, {v.device}: "
+                         "move them to one device")
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise ValueError(f"head_dim must be 1 to {MAX_HEAD_DIM}, not {head_dim}")
+    if min(seq_q, seq_k, batch, heads) == 0:
+        raise ValueError(f"empty attention: q {tuple(q.shape)}, k {tuple(k.shape)}")
+
+
+def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
+    """What the best forward configuration depends on: lesson 04's problem with the head size
+    rounded up to the block the kernel uses, the key length and the group size."""
+    problem = attention_problem(q, causal)
+    problem.update(head_dim=triton.next_power_of_2(q.shape[-1]), seq_k=k.shape[2],
+                   group=q.shape[1] // k.shape[1])
+    return problem
+
+
+def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
+    """Run flash_forward_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
+    num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32."""
+    batch, heads, seq_q, head_dim = q.shape
+    grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
+    flash_forward_kernel[grid](
+        q, k, v, o, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
+        k.stride(2), v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1),
+        o.stride(2), heads, heads // k.shape[1], seq_q, k.shape[2],
+        LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), CAUSAL=causal, **config)
+
+
+@forbidden_in_graded_calls
+def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                  config=None, level: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse): o = softmax(q k^T / sqrt(head_dim)) v in q's shape and dtype, lse (batch,
+    heads, seq_q) float32 in log2 units, with the configuration the tuner picks (or
+    ``config``). Shapes as the module says."""
+    check_flash_inputs(q, k, v, causal)
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    if config is None:
+        config = autotune(flash_forward_kernel, flash_problem(q, k, causal), ATTENTION_SPACE,
+                          lambda c: launch_flash_forward(q, k, v, o, lse, causal, c),
+                          level=level).config
+    launch_flash_forward(q, k, v, o, lse, causal, config)
+    return o, lse
+
+
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        causal: bool = False) -> torch.Tensor:
+    """The same attention in PyTorch, the scores in memory: lesson 04's naive_attention with
+    each key/value head repeated for its group. What the kernels are checked against, in
+    float64."""
+    group = q.shape[1] // k.shape[1]
+    return naive_attention(q, k.repeat_interleave(group, dim=1),
+                           v.repeat_interleave(group, dim=1), causal)
+
+
+forbidden_in_graded_calls(flash_blocks)
+forbidden_in_graded_calls(flash_forward_kernel)

@@ -1,0 +1,282 @@
+"""FlashAttention backward (FlashAttention-2's scheme) and `attention`, the autograd function
+that makes `loss.backward()` work through the kernels of `flash`.
+
+With P = softmax(S), S = scale * q k^T, and dO the gradient of the output O = P v:
+
+    dv = P^T dO        dP = dO v^T        dS = P * (dP - delta),  delta = rowsum(dO * O)
+    dq = scale * dS k  dk = scale * dS^T q
+
+Nothing of size seq x seq is stored: P is recomputed block by block from the forward's
+log-sum-exp. Two kernels share the work without atomics: one program per key block
+accumulates dk and dv over every query (and, for grouped-query attention, over every query
+head of its group), one program per query block accumulates dq over every key. Shapes and
+dtypes as in `flash`; the gradients have the shapes of q, k and v.
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.attention import LOG2E
+from tilegym_edu.reference.flash import check_flash_inputs, flash_forward
+from tilegym_edu.tune import Config, SearchSpace, autotune
+
+
+@triton.jit
+def flash_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ob, stride_oh, stride_os,
+                       stride_db, stride_dh, stride_ds, H, seq_q,
+                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[b, h, i] = sum over d of o * do, in float32, for BLOCK_M queries: program
+    (i, b * H + h)."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (rows[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)
+    o = tl.load(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os
+                + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + b * stride_db + h * stride_dh + rows[:, None] * stride_ds
+                 + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(delta_ptr + bh * seq_q + rows, tl.sum(o * do, axis=1), mask=rows < seq_q)
+
+
+@triton.jit
+def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
+                      stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                      stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+                      stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
+                      H, GROUP, seq_q, seq_k, qk_scale, sm_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """dk and dv of one BLOCK_N block of keys of one (batch, key/value head): program
+    (j, b * (H // GROUP) + kv_head). Its k and v blocks stay on chip while the query blocks of
+    the GROUP query heads that read them stream past (do has strides stride_g*); causal
+    attention starts at the first query that can see the block."""
+    start_n = tl.program_id(0)
+    bkv = tl.program_id(1)
+    kv_heads = H // GROUP
+    b = bkv // kv_heads
+    kv_head = bkv % kv_heads
+    cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    kv_mask = (cols[:, None] < seq_k) & d_ok
+    k = tl.load(k_ptr + b * stride_kb + kv_head * stride_kh + cols[:, None] * stride_ks
+                + offs_d[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(v_ptr + b * stride_vb + kv_head * stride_vh + cols[:, None] * stride_vs
+                + offs_d[None, :], mask=kv_mask, other=0.0)
+    dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    shift = seq_k - seq_q
+    lo = 0
+    if CAUSAL:
+        lo = tl.maximum(start_n * BLOCK_N - shift, 0) // BLOCK_M * BLOCK_M
+    for g in range(GROUP):
+        h = kv_head * GROUP + g
+        q_base = q_ptr + b * stride_qb + h * stride_qh
+        do_base = do_ptr + b * stride_gb + h * stride_gh
+        stats = (b * H + h) * seq_q
+        for start_m in tl.range(lo, seq_q, BLOCK_M):
+            rows = start_m + offs_m
+            q_mask = (rows[:, None] < seq_q) & d_ok
+            q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=q_mask,
+                        other=0.0)
+            lse = tl.load(lse_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+            valid = (rows[None, :] < seq_q) & (cols[:, None] < seq_k)
+            if CAUSAL:
+                valid = valid & (rows[None, :] + shift >= cols[:, None])
+            p_t = tl.where(valid, p_t, 0.0)
+            do = tl.load(do_base + rows[:, None] * stride_gs + offs_d[None, :], mask=q_mask,
+                         other=0.0)
+            dv = tl.dot(p_t.to(do.dtype), do, dv)
+            delta = tl.load(delta_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
+            dk = tl.dot(ds_t.to(q.dtype), q, dk)
+    dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
+    dv_ptrs = dv_ptr + b * stride_dvb + kv_head * stride_dvh + cols[:, None] * stride_dvs
+    tl.store(dk_ptrs + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty),
+             mask=kv_mask)
+    tl.store(dv_ptrs + offs_d[None, :], dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
+                    stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                    stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+                    stride_dqb, stride_dqh, stride_dqs,
+                    H, GROUP, seq_q, seq_k, qk_scale, sm_scale,
+                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """dq of one BLOCK_M block of queries of one (batch, query head): program
+    (i, b * H + h). Its q and do blocks stay on chip while the key/value blocks of head
+    h // GROUP stream past, up to the diagonal when causal."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    q_mask = (rows[:, None] < seq_q) & d_ok
+    q = tl.load(q_ptr + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs
+                + offs_d[None, :], mask=q_mask, other=0.0)
+    do = tl.load(do_ptr + b * stride_gb + h * stride_gh + rows[:, None] * stride_gs
+                 + offs_d[None, :], mask=q_mask, other=0.0)
+    lse = tl.load(lse_ptr + bh * seq_q + rows, mask=rows < seq_q, other=0.0)
+    delta = tl.load(delta_ptr + bh * seq_q + rows, mask=rows < seq_q, other=0.0)
+    k_base = k_ptr + b * stride_kb + (h // GROUP) * stride_kh
+    v_base = v_ptr + b * stride_vb + (h // GROUP) * stride_vh
+    shift = seq_k - seq_q
+    end = seq_k
+    if CAUSAL:
+        end = tl.minimum((start_m + 1) * BLOCK_M + shift, seq_k)
+    dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    for start_n in tl.range(0, end, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < seq_k) & d_ok
+        k = tl.load(k_base + cols[:, None] * stride_ks + offs_d[None, :], mask=kv_mask,
+                    other=0.0)
+        v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :], mask=kv_mask,
+                    other=0.0)
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        valid = (rows[:, None] < seq_q) & (cols[None, :] < seq_k)
+        if CAUSAL:
+            valid = valid & (rows[:, None] + shift >= cols[None, :])
+        p = tl.where(valid, p, 0.0)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    tl.store(dq_ptr + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqs
+             + offs_d[None, :], (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
+
+
+def _backward_prune(resident: str, streamed: str):
+    """A prune for a backward kernel whose ``resident`` block (two tiles: k and v, or q and
+    do) stays on chip while num_stages copies of two ``streamed`` tiles pass: reject what
+    overflows shared memory or takes over 192 registers a thread (two float32 accumulators
+    and the scores)."""
+    def prune(config, problem, resources) -> str | None:
+        d = problem["head_dim"]
+        elem = 4 if problem["dtype"] == "float32" else 2
+        kept, passing = config[resident], config[streamed]
+        shared = (2 * kept * d + config["num_stages"] * 2 * passing * d) * elem
+        if shared > resources.shared_bytes:
+            return (f"needs {shared // 1024} KiB of shared memory, "
+                    f"the GPU offers {resources.shared_bytes // 1024} KiB")
+        registers = (2 * kept * d + 2 * kept * passing) // (32 * config["num_warps"])
+        if registers > 192:
+            return f"accumulators and scores take {registers} registers per thread (over 192)"
+        return None
+    return prune
+
+
+_NAMES = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+
+
+def _space(default, small, resident, streamed) -> SearchSpace:
+    return SearchSpace(
+        default=Config(**dict(zip(_NAMES, default))),
+        small=[Config(**dict(zip(_NAMES, row))) for row in small],
+        grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
+              "num_stages": (2, 3, 4, 5)},
+        prune=_backward_prune(resident, streamed), cap=100)
+
+
+#: dk/dv: a large key block stays, narrow query blocks stream past
+DKDV_SPACE = _space((32, 128, 4, 3), [(32, 64, 4, 3), (64, 128, 8, 3), (16, 64, 4, 4),
+                                      (32, 128, 8, 2), (64, 64, 4, 2)], "BLOCK_N", "BLOCK_M")
+#: dq: a large query block stays, narrow key blocks stream past
+DQ_SPACE = _space((128, 32, 4, 3), [(64, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 2),
+                                    (64, 16, 4, 4), (128, 32, 8, 2)], "BLOCK_M", "BLOCK_N")
+
+
+def _strides(*tensors: torch.Tensor) -> list[int]:
+    """Batch, head and sequence strides of each 4-D tensor, in order."""
+    return [s for t in tensors for s in t.stride()[:3]]
+
+
+def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
+    """What the best backward configurations depend on."""
+    batch, heads, seq_q, head_dim = q.shape
+    return {"batch": batch, "heads": heads, "kv_heads": k.shape[1], "seq_q": seq_q,
+            "seq_k": k.shape[2], "head_dim": max(16, triton.next_power_of_2(head_dim)),
+            "dtype": str(q.dtype).removeprefix("torch."), "causal": causal}
+
+
+@forbidden_in_graded_calls
+def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
+                   level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) for the attention o = flash_forward(q, k, v, causal) whose log-sum-exp is
+    lse, given do (o's shape, any strides with the last dimension contiguous). ``configs``
+    {"dkdv": ..., "dq": ...} fixes the launch configurations, else the tuner picks them."""
+    if do.stride(-1) != 1:
+        do = do.contiguous()
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k, group = k.shape[2], heads // k.shape[1]
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    delta = torch.empty_like(lse)
+    flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
+        o, do, delta, *_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=block_d,
+        BLOCK_M=64)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    sm_scale = 1 / math.sqrt(head_dim)
+    shared = (heads, group, seq_q, seq_k, sm_scale * LOG2E, sm_scale)
+    constants = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal)
+
+    def launch_dkdv(config):
+        grid = (triton.cdiv(seq_k, config["BLOCK_N"]), batch * k.shape[1])
+        flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv,
+                                *_strides(q, k, v, do, dk, dv), *shared, **constants, **config)
+
+    def launch_dq(config):
+        grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
+        flash_dq_kernel[grid](q, k, v, do, lse, delta, dq, *_strides(q, k, v, do, dq),
+                              *shared, **constants, **config)
+
+    problem = backward_problem(q, k, causal)
+    for kernel, space, launch, name in ((flash_dkdv_kernel, DKDV_SPACE, launch_dkdv, "dkdv"),
+                                        (flash_dq_kernel, DQ_SPACE, launch_dq, "dq")):
+        config = (configs or {}).get(name)
+        if config is None:
+            config = autotune(kernel, problem, space, launch, level=level).config
+        launch(config)
+    return dq, dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    """o = attention(q, k, v, causal) with the backward pass of this module."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, forward_config, backward_configs):
+        o, lse = flash_forward(q, k, v, causal, config=forward_config)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.backward_configs = causal, backward_configs
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = flash_backward(q, k, v, o, lse, do, ctx.causal, ctx.backward_configs)
+        return dq, dk, dv, None, None, None
+
+
+@forbidden_in_graded_calls
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              forward_config=None, backward_configs=None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(head_dim)) v on the FlashAttention kernels, differentiable:
+    ``loss.backward()`` fills q.grad, k.grad and v.grad. Shapes as `flash` says (grouped
+    heads, fewer queries than keys, any head size up to 256); configurations tuned unless
+    given (``backward_configs`` as `flash_backward` takes them)."""
+    check_flash_inputs(q, k, v, causal)
+    return FlashAttention.apply(q, k, v, causal, forward_config, backward_configs)
+
+
+forbidden_in_graded_calls(flash_delta_kernel)
+forbidden_in_graded_calls(flash_dkdv_kernel)
+forbidden_in_graded_calls(flash_dq_kernel)
