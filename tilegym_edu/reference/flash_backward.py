@@ -21,7 +21,7 @@ import triton.language as tl
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.flash import check_flash_inputs, flash_forward
-from tilegym_edu.tune import Config, SearchSpace, autotune
+from tilegym_edu.tune import Config, SearchSpace, TuneResult, autotune
 
 
 @triton.jit
@@ -209,12 +209,11 @@ def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal}
 
 
-@forbidden_in_graded_calls
-def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
-                   level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) for the attention o = flash_forward(q, k, v, causal) whose log-sum-exp is
-    lse, given do (o's shape, any strides with the last dimension contiguous). ``configs``
-    {"dkdv": ..., "dq": ...} fixes the launch configurations, else the tuner picks them."""
+def backward_launchers(q, k, v, o, lse, do, causal: bool):
+    """((dq, dk, dv), launchers) for the backward of o = flash_forward(q, k, v, causal) with
+    log-sum-exp lse and output gradient do (any strides, last dimension contiguous): delta
+    computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
+    launch(config)) triple whose launch fills its gradients."""
     if do.stride(-1) != 1:
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
@@ -239,14 +238,29 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
         flash_dq_kernel[grid](q, k, v, do, lse, delta, dq, *_strides(q, k, v, do, dq),
                               *shared, **constants, **config)
 
-    problem = backward_problem(q, k, causal)
-    for kernel, space, launch, name in ((flash_dkdv_kernel, DKDV_SPACE, launch_dkdv, "dkdv"),
-                                        (flash_dq_kernel, DQ_SPACE, launch_dq, "dq")):
-        config = (configs or {}).get(name)
-        if config is None:
-            config = autotune(kernel, problem, space, launch, level=level).config
-        launch(config)
-    return dq, dk, dv
+    return (dq, dk, dv), {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
+                          "dq": (flash_dq_kernel, DQ_SPACE, launch_dq)}
+
+
+def tune_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:
+    """The tuner's result for each backward kernel of ``launchers`` (backward_launchers')."""
+    return {name: autotune(kernel, problem, space, launch, level=level)
+            for name, (kernel, space, launch) in launchers.items()}
+
+
+@forbidden_in_graded_calls
+def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
+                   level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) for the attention o = flash_forward(q, k, v, causal) whose log-sum-exp is
+    lse, given do (o's shape, any strides with the last dimension contiguous). ``configs``
+    {"dkdv": ..., "dq": ...} fixes the launch configurations, else the tuner picks them."""
+    grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)
+    if configs is None:
+        configs = {name: result.config for name, result in
+                   tune_backward(backward_problem(q, k, causal), launchers, level).items()}
+    for name, (_, _, launch) in launchers.items():
+        launch(configs[name])
+    return grads
 
 
 class FlashAttention(torch.autograd.Function):

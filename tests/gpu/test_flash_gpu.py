@@ -1,0 +1,55 @@
+"""The general FlashAttention and its backward pass on a GPU, with the configurations the
+wrappers choose (tuned by default; each search space's default inside the checks), in float16
+and bfloat16 (float32 is checked in the interpreter, tests/test_flash.py): three of the
+interpreter tests' shapes (decoding, a chunk at head size 80, head size 96) and longer ones
+where many blocks pipeline (head sizes 128 and 256, a long KV cache, grouped heads)."""
+import pytest
+import torch
+
+from tests.test_flash import (SHAPES, gradients, make_backward_inputs, make_inputs,
+                              shape_id)
+from tilegym_edu.check import check
+from tilegym_edu.reference import flash, flash_backward
+
+DTYPES = (torch.float16, torch.bfloat16)
+#: longer problems: a prefill of 1000 with grouped heads at head sizes 128 and 256, a decode
+#: step over a cache of 3001, a chunk of 300 queries at the end of 2000 keys
+LONG = [(2, 8, 2, 1000, 1000, 128), (1, 4, 4, 777, 777, 256), (4, 8, 1, 1, 3001, 128),
+        (1, 8, 2, 300, 2000, 64)]
+GPU_SHAPES = SHAPES[3:5] + SHAPES[6:] + LONG
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
+def test_forward_on_the_gpu(shape, causal):
+    results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal)[0],
+                    lambda q, k, v: flash.attention_reference(q, k, v, causal), make_inputs,
+                    [{"shape": shape, "dtype": d} for d in DTYPES], seeds=(0, 1))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
+def test_backward_on_the_gpu(shape, causal):
+    results = check(gradients(lambda q, k, v: flash_backward.attention(q, k, v, causal)),
+                    gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
+                    make_backward_inputs, [{"shape": shape, "dtype": d} for d in DTYPES],
+                    seeds=(0,))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def test_tuned_configurations_give_the_same_answer(fresh_tuning_cache):
+    """Outside a check the wrappers tune; whatever wins must still be right."""
+    generator = torch.Generator().manual_seed(3)
+    q, k, v, do = make_backward_inputs({"shape": (2, 16, 4, 2048, 2048, 128),
+                                        "dtype": torch.float16}, generator)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    flash_backward.attention(q, k, v, causal=True).backward(do)
+    ref = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    out = flash.attention_reference(*ref, causal=True)
+    out.backward(do.float())
+    for ours, theirs in zip((q, k, v), ref):
+        error = (ours.grad.float() - theirs.grad).norm() / theirs.grad.norm()
+        assert error < 5e-3, error

@@ -1,0 +1,138 @@
+"""The general FlashAttention (reference/flash.py) and its backward pass
+(reference/flash_backward.py) against float64 PyTorch, in interpreter mode on small shapes:
+grouped-query heads, decoding and chunked prefill, head sizes that are not powers of two, odd
+lengths, causal and not; and the errors a caller meets."""
+import math
+
+import pytest
+import torch
+
+from tilegym_edu import grading
+from tilegym_edu.check import check, random_tensor
+from tilegym_edu.reference import flash, flash_backward
+from tilegym_edu.tune import Config
+
+SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}
+
+#: (batch, heads, kv_heads, seq_q, seq_k, head_dim): same heads, grouped-query, multi-query,
+#: decoding one token, a chunk of prefill at the end of a cache, head sizes 8, 24, 80, 96
+SHAPES = [(1, 2, 2, 17, 17, 16), (2, 4, 2, 19, 19, 32), (1, 4, 1, 9, 9, 24),
+          (2, 4, 2, 1, 37, 64), (1, 2, 1, 5, 33, 80), (1, 3, 3, 33, 50, 8), (1, 2, 2, 20, 20, 96)]
+
+
+def shape_id(shape) -> str:
+    b, h, hkv, sq, sk, d = shape
+    return f"B{b}-H{h}-KV{hkv}-Q{sq}-K{sk}-D{d}"
+
+
+def make_inputs(case, generator):
+    b, h, hkv, sq, sk, d = case["shape"]
+    return (random_tensor((b, h, sq, d), case["dtype"], generator),
+            random_tensor((b, hkv, sk, d), case["dtype"], generator),
+            random_tensor((b, hkv, sk, d), case["dtype"], generator))
+
+
+def cases(dtypes=(torch.float32, torch.float16)):
+    return [{"shape": s, "dtype": d} for s in SHAPES for d in dtypes]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_forward_matches_float64_on_every_shape(causal):
+    results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal, config=SMALL)[0],
+                    lambda q, k, v: flash.attention_reference(q, k, v, causal),
+                    make_inputs, cases(), seeds=range(3))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def test_forward_saves_the_log_sum_exp_in_log2_units():
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = make_inputs({"shape": (1, 4, 2, 5, 33, 80), "dtype": torch.float32}, generator)
+    _, lse = flash.flash_forward(q, k, v, causal=True, config=SMALL)
+    scores = q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2) / math.sqrt(80)
+    keep = torch.ones(5, 33, dtype=torch.bool).tril(33 - 5)
+    expected = scores.masked_fill(~keep, float("-inf")).logsumexp(-1) / math.log(2)
+    assert lse.shape == (1, 4, 5) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def gradients(attend):
+    """fn(q, k, v, do) -> dq, dk, dv flattened into one tensor, through ``attend``."""
+    def run(q, k, v, do):
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        attend(q, k, v).backward(do)
+        return torch.cat([q.grad.flatten(), k.grad.flatten(), v.grad.flatten()])
+    return run
+
+
+def make_backward_inputs(case, generator):
+    q, k, v = make_inputs(case, generator)
+    return q, k, v, random_tensor(q.shape, case["dtype"], generator)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_backward_matches_float64_on_every_shape(causal):
+    def ours(q, k, v):
+        return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
+                                        backward_configs=SMALL_BACKWARD)
+    results = check(gradients(ours),
+                    gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
+                    make_backward_inputs, cases(), seeds=range(2))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def test_loss_backward_fills_every_grad_and_takes_a_broadcast_gradient():
+    """o.sum() hands backward a gradient of stride 0: it is made contiguous, not misread."""
+    generator = torch.Generator().manual_seed(1)
+    q, k, v = (t.requires_grad_() for t in
+               make_inputs({"shape": (1, 4, 2, 9, 21, 32), "dtype": torch.float32}, generator))
+    flash_backward.attention(q, k, v, causal=True, forward_config=SMALL,
+                             backward_configs=SMALL_BACKWARD).sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    flash.attention_reference(*ref, causal=True).sum().backward()
+    for ours, theirs in zip((q, k, v), ref):
+        assert ours.grad.shape == ours.shape
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_strided_views_go_in_without_copies():
+    """q, k, v as views of one packed qkv tensor (the model's layout), gradients included."""
+    generator = torch.Generator().manual_seed(2)
+    qkv = random_tensor((1, 11, 6, 32), torch.float32, generator).requires_grad_()
+    q, k, v = (qkv[:, :, i:i + 2].transpose(1, 2) for i in (0, 2, 4))
+    out = flash_backward.attention(q, k, v, forward_config=SMALL,
+                                   backward_configs=SMALL_BACKWARD)
+    out.backward(torch.ones_like(out))
+    ref_qkv = qkv.detach().double().requires_grad_()
+    rq, rk, rv = (ref_qkv[:, :, i:i + 2].transpose(1, 2) for i in (0, 2, 4))
+    flash.attention_reference(rq, rk, rv).backward(torch.ones_like(out, dtype=torch.float64))
+    torch.testing.assert_close(qkv.grad.double(), ref_qkv.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shapes, causal, message", [
+    (((1, 6, 4, 16), (1, 4, 4, 16), (1, 4, 4, 16)), False, "multiple of k and v's 4"),
+    (((1, 2, 8, 16), (1, 2, 4, 16), (1, 2, 4, 16)), True, "more queries"),
+    (((1, 2, 4, 300), (1, 2, 4, 300), (1, 2, 4, 300)), False, "1 to 256"),
+    (((1, 2, 4, 16), (1, 2, 4, 16), (1, 2, 5, 16)), False, "k and v must have one shape"),
+    (((1, 2, 4, 16), (1, 2, 4, 32), (1, 2, 4, 32)), False, "batch and head_dim"),
+    (((2, 4, 16),) * 3, False, "must be \\(batch, heads, seq, head_dim\\)"),
+])
+def test_what_the_kernels_cannot_take_is_refused_with_what_to_change(shapes, causal, message):
+    q, k, v = (torch.randn(s) for s in shapes)
+    with pytest.raises(ValueError, match=message):
+        flash.flash_forward(q, k, v, causal, config=SMALL)
+
+
+def test_a_last_dimension_with_a_stride_is_refused():
+    q = torch.randn(1, 2, 16, 4).transpose(-1, -2)
+    with pytest.raises(ValueError, match="q.contiguous"):
+        flash_backward.attention(q, q.contiguous(), q.contiguous())
+
+
+def test_the_general_attention_is_a_reference_kernel_inside_graded_calls():
+    q = torch.randn(1, 2, 4, 16)
+    for fn in (flash.flash_forward, flash_backward.attention):
+        with pytest.raises(grading.LibraryShortcut, match="reference"):
+            grading.guarded_call(fn, (q, q, q))
