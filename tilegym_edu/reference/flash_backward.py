@@ -188,12 +188,15 @@ def _space(default, small, resident, streamed) -> SearchSpace:
         prune=_backward_prune(resident, streamed), cap=100)
 
 
-#: dk/dv: a large key block stays, narrow query blocks stream past
+#: dk/dv: a large key block stays, narrow query blocks stream past (the last two rows are
+#: for head sizes over 128, where the others take too many registers)
 DKDV_SPACE = _space((32, 128, 4, 3), [(32, 64, 4, 3), (64, 128, 8, 3), (16, 64, 4, 4),
-                                      (32, 128, 8, 2), (64, 64, 4, 2)], "BLOCK_N", "BLOCK_M")
+                                      (32, 128, 8, 2), (64, 64, 4, 2), (32, 64, 8, 2),
+                                      (16, 32, 4, 2)], "BLOCK_N", "BLOCK_M")
 #: dq: a large query block stays, narrow key blocks stream past
 DQ_SPACE = _space((128, 32, 4, 3), [(64, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 2),
-                                    (64, 16, 4, 4), (128, 32, 8, 2)], "BLOCK_M", "BLOCK_N")
+                                    (64, 16, 4, 4), (128, 32, 8, 2), (64, 32, 8, 2),
+                                    (32, 16, 4, 2)], "BLOCK_M", "BLOCK_N")
 
 
 def _strides(*tensors: torch.Tensor) -> list[int]:
