@@ -20,7 +20,6 @@ from torch.nn.attention.bias import causal_lower_right
 
 from tilegym_edu import bench, device, tune
 from tilegym_edu.reference import flash, flash_backward
-from tilegym_edu.reference.attention import ATTENTION_SPACE
 
 from record import finish, header, options, write
 
@@ -116,7 +115,7 @@ def compare_forward(row, record):
     q, k, v = inputs(row)
     o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
     result = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
-                           ATTENTION_SPACE,
+                           flash.FLASH_SPACE,
                            lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
     fns = {"reference": lambda: flash.flash_forward(q, k, v, causal, config=result.config)[0]}
     fns.update({name: sdpa(backend, q, k, v, causal) for name, backend in BACKENDS.items()})

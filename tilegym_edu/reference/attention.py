@@ -161,7 +161,7 @@ def attention_problem(q: torch.Tensor, causal: bool) -> dict[str, object]:
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal}
 
 
-def _attention_prune(config, problem, resources) -> str | None:
+def attention_prune(config, problem, resources) -> str | None:
     """Reject tiles that overflow shared memory (q, and num_stages copies of a k and a v
     block) or whose float32 accumulator and scores take more than 192 registers a thread;
     causal attention needs BLOCK_M to be a multiple of BLOCK_N."""
@@ -188,7 +188,7 @@ ATTENTION_SPACE = SearchSpace(
            [(128, 128, 8, 3), (128, 64, 4, 3), (128, 32, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4)]],
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
           "num_stages": (2, 3, 4, 5)},
-    prune=_attention_prune, cap=100)
+    prune=attention_prune, cap=100)
 
 
 def launch_attention(q, k, v, o, causal: bool, config) -> None:

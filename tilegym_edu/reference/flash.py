@@ -19,11 +19,28 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
-                                             naive_attention)
-from tilegym_edu.tune import autotune
+                                             attention_prune, naive_attention)
+from tilegym_edu.tune import Config, SearchSpace, autotune
 
 #: the largest head size the kernels take (a q block of 256 x 256 fp16 fills the registers)
 MAX_HEAD_DIM = 256
+
+
+def flash_prune(config, problem, resources) -> str | None:
+    """Lesson 04's limits of shared memory and registers, without its causal rule: this
+    kernel masks every key block that crosses a diagonal, whatever BLOCK_M and BLOCK_N."""
+    return attention_prune(config, {**problem, "causal": False}, resources)
+
+
+#: lesson 04's space, with blocks of 16 and 32 rows for decoding (a few rows a program) and
+#: BLOCK_M of 16 and 32 in the full grid
+FLASH_SPACE = SearchSpace(
+    default=ATTENTION_SPACE.default,
+    small=[*ATTENTION_SPACE.small, Config(BLOCK_M=16, BLOCK_N=64, num_warps=4, num_stages=3),
+           Config(BLOCK_M=16, BLOCK_N=128, num_warps=4, num_stages=3),
+           Config(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=3)],
+    grid={**ATTENTION_SPACE.grid, "BLOCK_M": (16, 32, 64, 128, 256)},
+    prune=flash_prune, cap=ATTENTION_SPACE.cap)
 
 
 @triton.jit
@@ -65,45 +82,52 @@ def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                          H, GROUP, seq_q, seq_k, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    """o and lse for one BLOCK_M block of queries of one (batch, query head): program
-    (i, b * H + h), reading key/value head h // GROUP. BLOCK_D is HEAD_DIM rounded up to a
-    power of two. Query i sits at position i + seq_k - seq_q among the keys; causal attention
-    stops at its diagonal and masks only the blocks that cross it (BLOCK_M a multiple of
-    BLOCK_N). lse (batch, H, seq_q) is m + log2(l), in log2 units."""
+    """o and lse for BLOCK_M rows of one (batch, key/value head): program
+    (i, b * (H // GROUP) + kv_head). The rows are the (query, head) pairs of the GROUP query
+    heads that share the key/value head, query-major: row r is query r // GROUP of head
+    kv_head * GROUP + r % GROUP, so each key/value block loaded serves the whole group (a
+    decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
+    two. Query i sits at position i + seq_k - seq_q among the keys; causal attention stops at
+    the block's last diagonal and masks only the key blocks that cross the diagonal. lse
+    (batch, H, seq_q) is m + log2(l), in log2 units."""
     start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    q_ptr += b * stride_qb + h * stride_qh
-    k_ptr += b * stride_kb + (h // GROUP) * stride_kh
-    v_ptr += b * stride_vb + (h // GROUP) * stride_vh
-    o_ptr += b * stride_ob + h * stride_oh
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    bkv = tl.program_id(1)
+    kv_heads = H // GROUP
+    b = bkv // kv_heads
+    kv_head = bkv % kv_heads
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    query = rows // GROUP
+    head = kv_head * GROUP + rows % GROUP
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     shift = seq_k - seq_q
-    io_mask = (offs_m[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_ptr + offs_m[:, None] * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
+    row_ok = rows < seq_q * GROUP
+    io_mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(q_ptr + b * stride_qb + head[:, None] * stride_qh + query[:, None] * stride_qs
+                + offs_d[None, :], mask=io_mask, other=0.0)
+    k_ptr += b * stride_kb + kv_head * stride_kh
+    v_ptr += b * stride_vb + kv_head * stride_vh
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     if CAUSAL:
-        end = tl.minimum((start_m + 1) * BLOCK_M + shift, seq_k)
-        unmasked_end = tl.minimum((start_m * BLOCK_M + shift) // BLOCK_N * BLOCK_N,
-                                  seq_k // BLOCK_N * BLOCK_N)
+        first = start_m * BLOCK_M // GROUP + shift  # the block's first and last positions
+        last = tl.minimum(((start_m + 1) * BLOCK_M - 1) // GROUP, seq_q - 1) + shift
+        end = tl.minimum(last + 1, seq_k)
+        unmasked_end = tl.minimum(first // BLOCK_N * BLOCK_N, seq_k // BLOCK_N * BLOCK_N)
     else:
         end = seq_k
         unmasked_end = seq_k // BLOCK_N * BLOCK_N
     acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                 offs_m + shift, offs_n, offs_d, 0, unmasked_end, seq_k,
+                                 query + shift, offs_n, offs_d, 0, unmasked_end, seq_k,
                                  qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL)
     acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                 offs_m + shift, offs_n, offs_d, unmasked_end, end, seq_k,
+                                 query + shift, offs_n, offs_d, unmasked_end, end, seq_k,
                                  qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL)
     out = acc / l_i[:, None]
-    tl.store(o_ptr + offs_m[:, None] * stride_os + offs_d[None, :],
-             out.to(o_ptr.dtype.element_ty), mask=io_mask)
-    tl.store(lse_ptr + bh * seq_q + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < seq_q)
+    tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh + query[:, None] * stride_os
+             + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=io_mask)
+    tl.store(lse_ptr + (b * H + head) * seq_q + query, m_i + tl.math.log2(l_i), mask=row_ok)
 
 
 def check_flash_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -155,7 +179,7 @@ def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
     """Run flash_forward_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
     num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32."""
     batch, heads, seq_q, head_dim = q.shape
-    grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
+    grid = (triton.cdiv(seq_q * (heads // k.shape[1]), config["BLOCK_M"]), batch * k.shape[1])
     flash_forward_kernel[grid](
         q, k, v, o, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
         k.stride(2), v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1),
@@ -174,7 +198,7 @@ def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     if config is None:
-        config = autotune(flash_forward_kernel, flash_problem(q, k, causal), ATTENTION_SPACE,
+        config = autotune(flash_forward_kernel, flash_problem(q, k, causal), FLASH_SPACE,
                           lambda c: launch_flash_forward(q, k, v, o, lse, causal, c),
                           level=level).config
     launch_flash_forward(q, k, v, o, lse, causal, config)
