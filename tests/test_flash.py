@@ -76,11 +76,16 @@ def make_backward_inputs(case, generator):
     return q, k, v, random_tensor(q.shape, case["dtype"], generator)
 
 
+@pytest.mark.parametrize("configs", [SMALL_BACKWARD, {
+    "dkdv": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
+    "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}], ids=["square", "wide"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_backward_matches_float64_on_every_shape(causal):
+def test_backward_matches_float64_on_every_shape(causal, configs):
+    """Blocks of one size, and the resident block twice the streamed one (as on a GPU): the
+    diagonal, the partial last blocks and the blocks in between each take their own path."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
-                                        backward_configs=SMALL_BACKWARD)
+                                        backward_configs=configs)
     results = check(gradients(ours),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
                     make_backward_inputs, cases(), seeds=range(2))

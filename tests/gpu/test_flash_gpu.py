@@ -24,7 +24,7 @@ GPU_SHAPES = SHAPES[3:5] + SHAPES[6:] + LONG
 def test_forward_on_the_gpu(shape, causal):
     results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal)[0],
                     lambda q, k, v: flash.attention_reference(q, k, v, causal), make_inputs,
-                    [{"shape": shape, "dtype": d} for d in DTYPES], seeds=(0, 1))
+                    [{"shape": shape, "dtype": d} for d in DTYPES], seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
