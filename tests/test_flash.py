@@ -81,8 +81,8 @@ def make_backward_inputs(case, generator):
     "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}], ids=["square", "wide"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_backward_matches_float64_on_every_shape(causal, configs):
-    """Blocks of one size, and the resident block twice the streamed one (as on a GPU): the
-    diagonal, the partial last blocks and the blocks in between each take their own path."""
+    """Blocks of one size, and the resident block twice the streamed one (as on a GPU), so
+    that the causal start of each loop falls inside a block and on a block's edge."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
                                         backward_configs=configs)

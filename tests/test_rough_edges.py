@@ -142,3 +142,20 @@ def test_grade_profile_prints_the_slowest_cells(monkeypatch, capsys):
     assert "where the 21.0 s went (13.6 s running cells" in out
     slowest = out[out.index("slowest cells:"):].splitlines()[1:]
     assert "test_softmax_correct" in slowest[0] and "setup" in slowest[1]
+
+
+def test_an_nbgrader_failure_names_its_cause_and_what_to_do():
+    """nbgrader's own error is a traceback of its wrapper exception; the cause is in its log."""
+    from tilegym_edu.course import CourseError, require_success
+    log = ("[INFO] Converting notebook solutions/04/04.ipynb\n"
+           "[ERROR] Traceback (most recent call last):\n"
+           "        raise RuntimeError(\n"
+           "    RuntimeError: Cannot add or remove cells for notebook '04' because there are "
+           "submissions associated with it\n"
+           "nbgrader.converters.base.NbGraderException: Please see the above traceback\n")
+    with pytest.raises(CourseError) as raised:
+        require_success({"success": False, "error": "Traceback ... NbGraderException", "log": log},
+                        "generate_assignment")
+    message = str(raised.value)
+    assert "Cannot add or remove cells for notebook '04'" in message
+    assert "NbGraderException" not in message and "move .grading/ away" in message

@@ -12,6 +12,7 @@ grading (:mod:`tilegym_edu.autograde`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -105,8 +106,28 @@ def require_lesson(lesson: str, root: Path) -> None:
                           f"lessons: {', '.join(known)}")
 
 
+#: nbgrader's refusal to change a lesson's cells once its gradebook holds submissions of it
+_HAS_SUBMISSIONS = "because there are submissions associated with it"
+
+
+def nbgrader_causes(log: str) -> list[str]:
+    """The exception lines of an nbgrader log that say what went wrong (``RuntimeError: ...``),
+    without the wrapper exception that only points back at them, each once, in order."""
+    causes = [line.strip() for line in log.splitlines()
+              if re.match(r"\s*\w*(Error|Exception): ", line) and "NbGraderException" not in line]
+    return list(dict.fromkeys(causes))
+
+
 def require_success(result: dict, what: str) -> None:
-    """Raise CourseError with nbgrader's error unless the API call ``what`` succeeded."""
-    if not result["success"]:
-        raise CourseError(f"nbgrader {what} failed: {result.get('error') or result.get('log')}")
+    """Raise CourseError unless the API call ``what`` succeeded, with the cause from
+    nbgrader's log (its ``error`` holds only a traceback of its wrapper) and what to do."""
+    if result["success"]:
+        return
+    causes = nbgrader_causes(result.get("log") or "")
+    message = "; ".join(causes) or result.get("error") or result.get("log")
+    if _HAS_SUBMISSIONS in message:
+        message += (". The gradebook in .grading/ holds gradings of this lesson, made before its "
+                    "cells changed: move .grading/ away (or delete it, if those grades are not "
+                    "needed) and run the command again")
+    raise CourseError(f"nbgrader {what} failed: {message}")
 

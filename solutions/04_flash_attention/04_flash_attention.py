@@ -11,7 +11,7 @@
 # it through memory several times: memory grows with the square of the sequence length, and most of
 # the time goes into moving scores rather than doing arithmetic. FlashAttention (Dao et al., 2022)
 # computes exactly the same result in one kernel that streams keys and values through the chip and
-# never writes the scores at all. This lesson builds it in four steps:
+# never writes the scores at all. This lesson builds it in five steps:
 #
 # 1. **The cost of the naive version**, measured: peak memory and time against sequence length.
 # 2. **A fused softmax kernel**: one program per row, one read and one write of memory.
@@ -20,6 +20,8 @@
 # 4. **FlashAttention forward in Triton**, causal masking included, tuned with lesson 03's
 #    autotuner, and compared with every attention backend PyTorch offers (FlashAttention-2, cuDNN,
 #    memory-efficient, math).
+# 5. **The backward pass**, FlashAttention-2's: the probabilities recomputed from one number per
+#    query, so that training needs no more memory than inference.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
@@ -30,6 +32,7 @@
 # | 5. causal FlashAttention | 3 | everywhere |
 # | 6. it never writes the scores: memory traffic within a budget | 2 | everywhere |
 # | 7. speed over naive attention; memory ∝ seq, not seq²; against SDPA | 2 + 2 + 2 | GPU only |
+# | 8. backward pass: dq, dk, dv; its speed against SDPA's backward | 4 + 2 | everywhere; GPU only |
 #
 # **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
 # Cells marked *Exercise* are graded by `tilegym-edu grade 04_flash_attention` (or
@@ -41,10 +44,11 @@
 #
 # `import tilegym_edu` comes first, as always. From the course's reference module this lesson
 # imports the baseline (`naive_attention`), two constants, an input validator, and the autotuner's
-# search space for attention with the problem description it is keyed on; the kernels are yours to
-# write. Sizes come from `device.size`: the comparisons at the end run at batch 4 with 32 heads of
-# head_dim 128 on a GPU (the attention of a Llama-7B-sized model), and at a toy size in the
-# interpreter.
+# search space for attention with the problem description it is keyed on, and what the backward
+# pass of section 5 needs besides its kernels (two search spaces, a problem description, the tuning
+# loop and a stride helper); the kernels are yours to write. Sizes come from `device.size`: the
+# comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU (the attention of a
+# Llama-7B-sized model), and at a toy size in the interpreter.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
@@ -67,6 +71,9 @@ from tilegym_edu.reference import attention as reference     # the course's refe
 from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
+# the backward's search spaces, its problem description, the tuning loop and a stride helper
+from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
+                                                  head_strides, tune_backward)
 from tilegym_edu.tune import Config, autotune
 
 print(device.banner())
@@ -1053,6 +1060,190 @@ fastest_sdpa = min((m for m in focus[False] if m.name.startswith("SDPA")),
 shown = [m for m in focus[False] if not m.name.startswith("SDPA")] + [fastest_sdpa]
 roofline.plot_roofline(shown,
                        title=f"Attention, seq {FOCUS_SEQ}, non-causal, fp16, on the roofline");
+
+# %% [markdown] id="cell-43"
+# ## 5. The backward pass
+#
+# Training needs the gradients of a loss with respect to `q`, `k` and `v`. Autograd through
+# `naive_attention` gets them by keeping the forward's $S \times S$ probabilities $P$ and reading
+# them back: the memory the forward just learnt to avoid. FlashAttention-2 (Dao, 2023) keeps one
+# number per query instead, the log-sum-exp of its scores, and recomputes $P$ block by block in
+# the backward, where it is needed:
+#
+# $$P_{ij} = 2^{\,s_{ij} - \mathrm{lse}_i}, \qquad
+# s_{ij} = \frac{\log_2 e}{\sqrt d}\, q_i \cdot k_j, \qquad
+# \mathrm{lse}_i = \log_2 \textstyle\sum_j 2^{s_{ij}}$$
+#
+# (in log2 units, like the forward's running maximum: the forward's last `m_i + log2(l_i)` is
+# exactly $\mathrm{lse}_i$). With $dO$ the gradient of the output $O = Pv$, the chain rule through
+# the two matmuls and the softmax gives
+#
+# $$dv = P^\top dO, \qquad dP = dO\, v^\top, \qquad dS = P \circ (dP - \delta), \qquad
+# \delta_i = \textstyle\sum_d dO_{id}\, O_{id},$$
+#
+# $$dq = \tfrac{1}{\sqrt d}\, dS\, k, \qquad dk = \tfrac{1}{\sqrt d}\, dS^\top q .$$
+#
+# $\delta_i$ is the softmax's correction term, $\sum_j P_{ij}\, dP_{ij}$; it equals the row sum of
+# $dO \circ O$, which reads two $S \times d$ tensors instead of the scores. That makes five matmuls
+# of $2 S^2 d$ FLOPs each against the forward's two: the backward does 2.5 times the forward's work.
+#
+# The work is split so that no two programs write the same gradient, and no atomics are needed:
+# **one program per key block** keeps its `k` and `v` block on chip and streams every query block
+# past, accumulating that block's `dk` and `dv`; **one program per query block** does the same for
+# `dq`, streaming the key blocks. Both recompute $P$: the price of never storing it. A small kernel
+# computes $\delta$ first. Causal attention skips what the mask hides: a key block is seen only by
+# the queries at and after it, and a query block sees only the keys up to its diagonal.
+#
+# ## Exercise 8 (4 + 2 points, the second needs a GPU): FlashAttention backward
+#
+# Write `flash_backward(q, k, v, o, lse, do, causal=False, configs=None, level=1)`, returning
+# `(dq, dk, dv)` with the shapes and dtypes of `q`, `k` and `v`:
+#
+# - `q`, `k`, `v` as in Exercise 4; `o` the forward's output; `lse` (batch, heads, seq) float32 in
+#   log2 units, as above; `do` of `o`'s shape, any strides, its last dimension contiguous or not
+#   (`do.contiguous()` costs one copy). The grader computes `o` and `lse` from the definition.
+# - `configs`: `{"dkdv": Config, "dq": Config}`, each with `BLOCK_M`, `BLOCK_N`, `num_warps` and
+#   `num_stages`; use them exactly when given. When `configs` is `None`, tune each kernel:
+#   `tune_backward(backward_problem(q, k, causal), launchers, level)` takes
+#   `{"dkdv": (kernel, DKDV_SPACE, launch), "dq": (kernel, DQ_SPACE, launch)}` and returns each
+#   kernel's `TuneResult` (all four are imported in the setup cell).
+# - The cell below has the reference's structure: `flash_delta_kernel` ($\delta$),
+#   `flash_dkdv_kernel`, `flash_dq_kernel`, `backward_launchers` (computes $\delta$, allocates the
+#   gradients and returns a launch function per kernel) and `flash_backward`. Their arguments also
+#   take grouped-query heads (`GROUP` query heads sharing one key/value head) and fewer queries
+#   than keys (`seq_q < seq_k`, the causal mask aligned to the end), because the course's general
+#   attention (`tilegym_edu/reference/flash.py`) runs on the same kernels. The grader passes one
+#   head count and one length: `GROUP` is 1 and `seq_q == seq_k`, so you may leave those out.
+#
+# `backward_definition` below is what the grader checks against: the formulas above in float64
+# PyTorch, from the `o` and `lse` it is given. Exercise 8a checks odd lengths, head_dim 16 to 128,
+# fp16 and fp32, causal and not, strided views, and your and the grader's block sizes. Exercise 8b
+# (GPU only) times your backward against the backward of the fastest SDPA backend, at batch 8, 16
+# heads, $S = 2048$, head_dim 64, causal, fp16. On an H200 the reference's backward took 0.64 ms
+# there and cuDNN's 0.55 ms: 0.86 of cuDNN's speed, and 1.4 times PyTorch's FlashAttention-2
+# backward (`benchmarks/attention_shapes.py`, docs/results/h200-2026-12-01-attention-shapes.md).
+
+# %% id="cell-44" nbgrader={"grade": false, "grade_id": "flash_backward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# include: tilegym_edu/reference/flash_backward.py flash_delta_kernel solution
+
+
+# include: tilegym_edu/reference/flash_backward.py flash_dkdv_kernel solution
+
+
+# include: tilegym_edu/reference/flash_backward.py flash_dq_kernel solution
+
+
+# include: tilegym_edu/reference/flash_backward.py backward_launchers solution
+
+
+# include: tilegym_edu/reference/flash_backward.py flash_backward solution
+
+# %% id="cell-45" nbgrader={"grade": false, "grade_id": "backward_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def masked_scores(q, k, causal):
+    """q k^T / sqrt(head_dim), the keys after each query at -inf when causal."""
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~keep, -math.inf)
+    return s
+
+
+def backward_definition(q, k, v, o, lse, do, causal=False, *rest):
+    """(dq, dk, dv) flattened into one tensor by the formulas of section 5, in the inputs'
+    dtype (the grader passes float64 copies): P from the given lse (log2 units), delta from
+    the given do and o. Arguments after causal (your configs) are ignored."""
+    p = torch.exp(masked_scores(q, k, causal) - lse[..., None] * math.log(2))
+    dv = p.transpose(-1, -2) @ do
+    ds = p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))
+    dq = ds @ k / math.sqrt(q.shape[-1])
+    dk = ds.transpose(-1, -2) @ q / math.sqrt(q.shape[-1])
+    return torch.cat([dq.flatten(), dk.flatten(), dv.flatten()])
+
+
+def flat_gradients(*args):
+    """Your flash_backward's (dq, dk, dv), flattened into one tensor as backward_definition's."""
+    return torch.cat([g.flatten() for g in flash_backward(*args)])
+
+
+def make_backward_inputs(case, generator):
+    """(q, k, v, o, lse, do, causal, configs) for an attention case (make_attention_inputs'
+    keys): o and lse computed from q, k, v in float64, do standard normal (case["do"] ==
+    "strided": a view of every other element of its last dimension), and configs from
+    case["blocks"] = (a key block, a query block) for dk/dv, the other way round for dq."""
+    q, k, v, causal, _ = make_attention_inputs(case, generator)
+    if case.get("do") == "strided":
+        shape = (*q.shape[:-1], 2 * q.shape[-1])
+        do = check.random_tensor(shape, case["dtype"], generator)[..., ::2]
+    else:
+        do = check.random_tensor(q.shape, case["dtype"], generator)
+    s = masked_scores(q.double(), k.double(), causal)
+    lse = (torch.logsumexp(s, dim=-1) / math.log(2)).float()
+    o = (torch.softmax(s, dim=-1) @ v.double()).to(q.dtype)
+    blocks = case.get("blocks")
+    configs = ({"dkdv": Config(BLOCK_M=blocks[1], BLOCK_N=blocks[0], num_warps=4, num_stages=2),
+                "dq": Config(BLOCK_M=blocks[0], BLOCK_N=blocks[1], num_warps=4, num_stages=2)}
+               if blocks else None)
+    return q, k, v, o, lse, do, causal, configs
+
+
+for result in check.check(flat_gradients, backward_definition, make_backward_inputs, seeds=[0],
+                          cases=[{"batch": 1, "heads": 2, "seq": 40, "head_dim": 32,
+                                  "dtype": torch.float16, "causal": True}]):
+    print(result.describe())
+
+# %% id="cell-46" nbgrader={"grade": true, "grade_id": "test_flash_backward_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+# Exercise 8a: flash_backward is correct on odd lengths, head_dim 16 to 128, fp16 and fp32, causal
+# and not, strided views, and its own and the grader's block sizes.
+cases = [
+    {"batch": 1, "heads": 1, "seq": 1, "head_dim": 64, "dtype": torch.float32},
+    {"batch": 2, "heads": 2, "seq": 37, "head_dim": 64, "dtype": torch.float16, "causal": True},
+    {"batch": 1, "heads": 2, "seq": 100, "head_dim": 32, "dtype": torch.float16, "layout": "bshd"},
+    {"batch": 1, "heads": 1, "seq": 70, "head_dim": 16, "dtype": torch.float32, "causal": True,
+     "blocks": (32, 16)},
+    {"batch": 1, "heads": 1, "seq": 130, "head_dim": 128, "dtype": torch.float16, "causal": True},
+]
+grading.assert_correct(flat_gradients, backward_definition, make_backward_inputs, cases,
+                       seeds=(0, 1), allow=("cat",))
+### BEGIN HIDDEN TESTS
+hidden_cases = [
+    {"batch": 2, "heads": 1, "seq": 50, "head_dim": 32, "dtype": torch.float16,
+     "layout": "kv-strided", "do": "strided"},
+    {"batch": 1, "heads": 2, "seq": 64, "head_dim": 64, "dtype": torch.float32, "causal": True,
+     "blocks": (16, 32)},
+]
+grading.assert_correct(flat_gradients, backward_definition, make_backward_inputs, hidden_cases,
+                       seeds=(11,), allow=("cat",))
+### END HIDDEN TESTS
+
+# %% id="cell-47" nbgrader={"grade": true, "grade_id": "test_backward_vs_best_sdpa", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 8b: flash_backward against the backward of the fastest SDPA backend (GPU only).
+grading.require_gpu("the speed of flash_backward against PyTorch's SDPA backends")
+limit = grading.threshold("04_flash_attention", "backward_vs_best_sdpa")
+B, H, S, D = 8, 16, 2048, 64
+case = {"batch": B, "heads": H, "seq": S, "head_dim": D, "dtype": torch.float16, "causal": True}
+input_sets = [make_backward_inputs(case, torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+flash_backward(*input_sets[0])        # tune first (cached)
+q, k, v, o, lse, do, *_ = input_sets[0]
+
+
+def sdpa_backward(backend):
+    """The backward alone of SDPA with `backend`: its forward runs once, here."""
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    out = sdpa(*leaves, backend, causal=True)
+    return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+
+# the math backend holds the scores and their gradient: gigabytes, and far behind the others
+backends = {name: b for name, b in SDPA_BACKENDS.items() if name != "math"}
+baselines = {f"SDPA {name}": sdpa_backward(backend) for name, backend in
+             available_sdpa_backends(q, k, v, causal=True, backends=backends).items()}
+yours, *others = grading.measure_speed(flat_gradients, baselines, input_sets,
+                                       backward_definition, torch.float16,
+                                       flops=5 * B * H * S * S * D, allow=("cat",))
+assert others, "no SDPA backend could run on this GPU: there is nothing to compare with"
+fastest = min(others, key=lambda m: m.median_ms)
+print(f"the fastest SDPA backward here: {fastest.name}")
+grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 
 # %% [markdown] id="cell-42"
 # ## What comes next

@@ -7,6 +7,8 @@ FLASH = "flash_attention_solution"
 CORRECT = "test_flash_attention_correct"
 CAUSAL = "test_flash_attention_causal"
 TRAFFIC = "test_never_writes_scores"
+BACKWARD = "flash_backward_solution"
+BACKWARD_CORRECT = "test_flash_backward_correct"
 
 # PyTorch does the work: every cell that calls flash_attention under the guard fails.
 LIBRARY_SHORTCUT = Submission(
@@ -56,6 +58,26 @@ SUBMISSIONS = [
                {FLASH: ("valid = cols[None, :] < seq_len", "valid = cols[None, :] >= 0")},
                loses=(CORRECT,), reason="tolerance"),
     LIBRARY_SHORTCUT,
+    # dS = P * dP without the softmax's correction term delta: dk and dq (through dS) come out
+    # wrong on every case with more than one key, dv stays right.
+    Submission("backward_without_delta",
+               {BACKWARD: ("ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])",
+                           "ds_t = p_t * tl.dot(v, tl.trans(do))")},
+               loses=(BACKWARD_CORRECT,), reason="tolerance"),
+    # dq without the 1/sqrt(head_dim) of the scores: off by a factor of 8 at head_dim 64.
+    Submission("dq_not_scaled",
+               {BACKWARD: ("(dq * sm_scale).to(dq_ptr.dtype.element_ty)",
+                           "dq.to(dq_ptr.dtype.element_ty)")},
+               loses=(BACKWARD_CORRECT,), reason="tolerance"),
+    # autograd through the three PyTorch operations: the matmuls run in PyTorch, inside the
+    # graded call.
+    Submission("backward_by_autograd",
+               {BACKWARD: ("    grads, launchers = backward_launchers(q, k, v, o, lse, do, "
+                           "causal)\n",
+                           "    leaves = [t.detach().requires_grad_() for t in (q, k, v)]\n"
+                           "    out = naive_attention(*leaves, causal)\n"
+                           "    return torch.autograd.grad(out, leaves, do)\n")},
+               loses=(BACKWARD_CORRECT,), reason="LibraryShortcut"),
 ]
 
 #: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut is refused in the timed

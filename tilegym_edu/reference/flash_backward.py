@@ -45,39 +45,6 @@ def flash_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ob, stride_oh, stride_os
 
 
 @triton.jit
-def dkdv_blocks(dk, dv, k_scaled, v, q_base, do_base, stats_base, lse_ptr, delta_ptr,
-                stride_qs, stride_gs, cols, offs_m, offs_d, lo, hi, seq_q, seq_k, shift,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                CAUSAL: tl.constexpr):
-    """Fold query blocks lo, lo + BLOCK_M, ... < hi of one query head into dk and dv (BLOCK_N,
-    BLOCK_D) of the key block at ``cols``. k_scaled is k times the scale in log2 units, so
-    the dot gives the scores the forward's lse was taken of. MASKED blocks mask queries past
-    seq_q, keys past seq_k and, if CAUSAL, pairs above the diagonal; the others do none of it."""
-    d_ok = offs_d[None, :] < HEAD_DIM
-    for start_m in tl.range(lo, hi, BLOCK_M):
-        rows = start_m + offs_m
-        q_mask = d_ok
-        if MASKED:
-            q_mask = q_mask & (rows[:, None] < seq_q)
-        q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=q_mask,
-                    other=0.0)
-        lse = tl.load(lse_ptr + stats_base + rows, mask=rows < seq_q, other=0.0)
-        p_t = tl.math.exp2(tl.dot(k_scaled, tl.trans(q)) - lse[None, :])
-        if MASKED:
-            valid = (rows[None, :] < seq_q) & (cols[:, None] < seq_k)
-            if CAUSAL:
-                valid = valid & (rows[None, :] + shift >= cols[:, None])
-            p_t = tl.where(valid, p_t, 0.0)
-        do = tl.load(do_base + rows[:, None] * stride_gs + offs_d[None, :], mask=q_mask,
-                     other=0.0)
-        dv = tl.dot(p_t.to(do.dtype), do, dv)
-        delta = tl.load(delta_ptr + stats_base + rows, mask=rows < seq_q, other=0.0)
-        ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
-        dk = tl.dot(ds_t.to(q.dtype), q, dk)
-    return dk, dv
-
-
-@triton.jit
 def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                       stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                       stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
@@ -87,9 +54,8 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, d
                       BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """dk and dv of one BLOCK_N block of keys of one (batch, key/value head): program
     (j, b * (H // GROUP) + kv_head). Its k and v blocks stay on chip while the query blocks of
-    the GROUP query heads that read them stream past (do has strides stride_g*). Causal
-    attention starts at the first query that can see the block; only the query blocks that
-    cross its diagonal, the last, partial query block and the last key block are masked."""
+    the GROUP query heads that read them stream past (do has strides stride_g*); causal
+    attention starts at the first query that can see the block."""
     start_n = tl.program_id(0)
     bkv = tl.program_id(1)
     kv_heads = H // GROUP
@@ -98,75 +64,45 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, d
     cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    kv_mask = (cols[:, None] < seq_k) & (offs_d[None, :] < HEAD_DIM)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    kv_mask = (cols[:, None] < seq_k) & d_ok
     k = tl.load(k_ptr + b * stride_kb + kv_head * stride_kh + cols[:, None] * stride_ks
                 + offs_d[None, :], mask=kv_mask, other=0.0)
     v = tl.load(v_ptr + b * stride_vb + kv_head * stride_vh + cols[:, None] * stride_vs
                 + offs_d[None, :], mask=kv_mask, other=0.0)
-    k_scaled = (k * qk_scale).to(k.dtype)
     dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     shift = seq_k - seq_q
-    full_end = seq_q // BLOCK_M * BLOCK_M  # query blocks before it have no row past seq_q
     lo = 0
-    diagonal_end = 0
-    if CAUSAL:  # query block m0 sees the whole key block once m0 + shift >= its last key
+    if CAUSAL:
         lo = tl.maximum(start_n * BLOCK_N - shift, 0) // BLOCK_M * BLOCK_M
-        last_key = start_n * BLOCK_N + BLOCK_N - 1
-        diagonal_end = tl.cdiv(tl.maximum(last_key - shift, 0), BLOCK_M) * BLOCK_M
-    diagonal_end = tl.minimum(tl.maximum(diagonal_end, lo), seq_q)
-    unmasked_end = tl.maximum(full_end, diagonal_end)
-    if (start_n + 1) * BLOCK_N > seq_k:  # the last key block: mask every step
-        diagonal_end = seq_q
-        unmasked_end = seq_q
     for g in range(GROUP):
         h = kv_head * GROUP + g
         q_base = q_ptr + b * stride_qb + h * stride_qh
         do_base = do_ptr + b * stride_gb + h * stride_gh
         stats = (b * H + h) * seq_q
-        dk, dv = dkdv_blocks(dk, dv, k_scaled, v, q_base, do_base, stats, lse_ptr, delta_ptr,
-                             stride_qs, stride_gs, cols, offs_m, offs_d, lo, diagonal_end,
-                             seq_q, seq_k, shift, HEAD_DIM, BLOCK_M, True, CAUSAL)
-        dk, dv = dkdv_blocks(dk, dv, k_scaled, v, q_base, do_base, stats, lse_ptr, delta_ptr,
-                             stride_qs, stride_gs, cols, offs_m, offs_d, diagonal_end,
-                             unmasked_end, seq_q, seq_k, shift, HEAD_DIM, BLOCK_M, False,
-                             CAUSAL)
-        dk, dv = dkdv_blocks(dk, dv, k_scaled, v, q_base, do_base, stats, lse_ptr, delta_ptr,
-                             stride_qs, stride_gs, cols, offs_m, offs_d, unmasked_end, seq_q,
-                             seq_q, seq_k, shift, HEAD_DIM, BLOCK_M, True, CAUSAL)
+        for start_m in tl.range(lo, seq_q, BLOCK_M):
+            rows = start_m + offs_m
+            q_mask = (rows[:, None] < seq_q) & d_ok
+            q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=q_mask,
+                        other=0.0)
+            lse = tl.load(lse_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+            valid = (rows[None, :] < seq_q) & (cols[:, None] < seq_k)
+            if CAUSAL:
+                valid = valid & (rows[None, :] + shift >= cols[:, None])
+            p_t = tl.where(valid, p_t, 0.0)
+            do = tl.load(do_base + rows[:, None] * stride_gs + offs_d[None, :], mask=q_mask,
+                         other=0.0)
+            dv = tl.dot(p_t.to(do.dtype), do, dv)
+            delta = tl.load(delta_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
+            dk = tl.dot(ds_t.to(q.dtype), q, dk)
     dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
     dv_ptrs = dv_ptr + b * stride_dvb + kv_head * stride_dvh + cols[:, None] * stride_dvs
     tl.store(dk_ptrs + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty),
              mask=kv_mask)
     tl.store(dv_ptrs + offs_d[None, :], dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
-
-
-@triton.jit
-def dq_blocks(dq, q_scaled, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows,
-              offs_n, offs_d, lo, hi, seq_q, seq_k, shift, HEAD_DIM: tl.constexpr,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
-    """Fold key blocks lo, lo + BLOCK_N, ... < hi into dq (BLOCK_M, BLOCK_D) of the query
-    block at ``rows``; q_scaled is q times the scale in log2 units. MASKED as in
-    dkdv_blocks."""
-    d_ok = offs_d[None, :] < HEAD_DIM
-    for start_n in tl.range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n
-        kv_mask = d_ok
-        if MASKED:
-            kv_mask = kv_mask & (cols[:, None] < seq_k)
-        k = tl.load(k_base + cols[:, None] * stride_ks + offs_d[None, :], mask=kv_mask,
-                    other=0.0)
-        v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :], mask=kv_mask,
-                    other=0.0)
-        p = tl.math.exp2(tl.dot(q_scaled, tl.trans(k)) - lse[:, None])
-        if MASKED:
-            valid = (rows[:, None] < seq_q) & (cols[None, :] < seq_k)
-            if CAUSAL:
-                valid = valid & (rows[:, None] + shift >= cols[None, :])
-            p = tl.where(valid, p, 0.0)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq)
-    return dq
 
 
 @triton.jit
@@ -179,8 +115,7 @@ def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """dq of one BLOCK_M block of queries of one (batch, query head): program
     (i, b * H + h). Its q and do blocks stay on chip while the key/value blocks of head
-    h // GROUP stream past, up to the diagonal when causal; only the key blocks that cross
-    the diagonal, the last, partial key block and the last query block are masked."""
+    h // GROUP stream past, up to the diagonal when causal."""
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -188,10 +123,10 @@ def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    q_mask = (rows[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    q_mask = (rows[:, None] < seq_q) & d_ok
     q = tl.load(q_ptr + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs
                 + offs_d[None, :], mask=q_mask, other=0.0)
-    q_scaled = (q * qk_scale).to(q.dtype)
     do = tl.load(do_ptr + b * stride_gb + h * stride_gh + rows[:, None] * stride_gs
                  + offs_d[None, :], mask=q_mask, other=0.0)
     lse = tl.load(lse_ptr + bh * seq_q + rows, mask=rows < seq_q, other=0.0)
@@ -199,22 +134,24 @@ def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     k_base = k_ptr + b * stride_kb + (h // GROUP) * stride_kh
     v_base = v_ptr + b * stride_vb + (h // GROUP) * stride_vh
     shift = seq_k - seq_q
-    if CAUSAL:  # key block n0 is seen whole by every row once n0 + BLOCK_N - 1 <= m0 + shift
+    end = seq_k
+    if CAUSAL:
         end = tl.minimum((start_m + 1) * BLOCK_M + shift, seq_k)
-        unmasked_end = tl.minimum((start_m * BLOCK_M + shift + 1) // BLOCK_N * BLOCK_N,
-                                  seq_k // BLOCK_N * BLOCK_N)
-    else:
-        end = seq_k
-        unmasked_end = seq_k // BLOCK_N * BLOCK_N
-    if (start_m + 1) * BLOCK_M > seq_q:  # the last query block: mask every step
-        unmasked_end = 0
     dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    dq = dq_blocks(dq, q_scaled, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows,
-                   offs_n, offs_d, 0, unmasked_end, seq_q, seq_k, shift, HEAD_DIM, BLOCK_N,
-                   False, CAUSAL)
-    dq = dq_blocks(dq, q_scaled, do, lse, delta, k_base, v_base, stride_ks, stride_vs, rows,
-                   offs_n, offs_d, unmasked_end, end, seq_q, seq_k, shift, HEAD_DIM, BLOCK_N,
-                   True, CAUSAL)
+    for start_n in tl.range(0, end, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < seq_k) & d_ok
+        k = tl.load(k_base + cols[:, None] * stride_ks + offs_d[None, :], mask=kv_mask,
+                    other=0.0)
+        v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :], mask=kv_mask,
+                    other=0.0)
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        valid = (rows[:, None] < seq_q) & (cols[None, :] < seq_k)
+        if CAUSAL:
+            valid = valid & (rows[:, None] + shift >= cols[None, :])
+        p = tl.where(valid, p, 0.0)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
     tl.store(dq_ptr + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqs
              + offs_d[None, :], (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
 
@@ -262,7 +199,7 @@ DQ_SPACE = _space((128, 32, 4, 3), [(64, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4,
                                     (32, 16, 4, 2)], "BLOCK_M", "BLOCK_N")
 
 
-def _strides(*tensors: torch.Tensor) -> list[int]:
+def head_strides(*tensors: torch.Tensor) -> list[int]:
     """Batch, head and sequence strides of each 4-D tensor, in order."""
     return [s for t in tensors for s in t.stride()[:3]]
 
@@ -287,7 +224,7 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
     block_d = max(16, triton.next_power_of_2(head_dim))
     delta = torch.empty_like(lse)
     flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
-        o, do, delta, *_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=block_d,
+        o, do, delta, *head_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_M=64)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     sm_scale = 1 / math.sqrt(head_dim)
@@ -297,11 +234,11 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
     def launch_dkdv(config):
         grid = (triton.cdiv(seq_k, config["BLOCK_N"]), batch * k.shape[1])
         flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv,
-                                *_strides(q, k, v, do, dk, dv), *shared, **constants, **config)
+                                *head_strides(q, k, v, do, dk, dv), *shared, **constants, **config)
 
     def launch_dq(config):
         grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
-        flash_dq_kernel[grid](q, k, v, do, lse, delta, dq, *_strides(q, k, v, do, dq),
+        flash_dq_kernel[grid](q, k, v, do, lse, delta, dq, *head_strides(q, k, v, do, dq),
                               *shared, **constants, **config)
 
     return (dq, dk, dv), {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
@@ -358,7 +295,5 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
 
 forbidden_in_graded_calls(flash_delta_kernel)
-forbidden_in_graded_calls(dkdv_blocks)
 forbidden_in_graded_calls(flash_dkdv_kernel)
-forbidden_in_graded_calls(dq_blocks)
 forbidden_in_graded_calls(flash_dq_kernel)
