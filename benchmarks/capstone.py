@@ -4,7 +4,10 @@
   GB/s against a device-to-device copy of the same bytes, PyTorch eager and torch.compile;
 * the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile and the
   course's reference kernels: tokens/s, the logits' error against the model in float32, and
-  each version's GPU time split by operation (torch.profiler).
+  each version's GPU time split by operation (torch.profiler);
+* the same model decoding: one step of one new token per sequence over a KV cache of a given
+  length, each version replayed as a CUDA graph (as serving engines run decoding, so that the
+  GPU's work is timed and not Python's), in tokens/s, and the logits' error against float32.
 
 Prints tables; writes JSON with --out.
 
@@ -13,6 +16,8 @@ Prints tables; writes JSON with --out.
 from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
+
+import math
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -26,6 +31,7 @@ from record import finish, header, options
 ROWS, DIM = 16384, 4096              # rmsnorm's and swiglu's graded problem
 ROPE_SHAPE = (1, 8192, 32, 128)      # rope_'s: q of a prefill, a view into a wider tensor
 PROMPTS = [(1, 2048), (4, 2048)]     # (batch, seq) prefills; the first is the graded one
+DECODES = [(1, 512), (1, 2040), (16, 2040)]   # (batch, tokens already in the cache)
 
 
 def fused_kernels() -> dict:
@@ -110,10 +116,49 @@ def prefill(batch: int, seq: int) -> dict:
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 
+def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
+           dtype: torch.dtype = torch.float16) -> dict:
+    """One decoding step (a token per sequence after ``context`` cached ones) on eager,
+    torch.compile and the reference kernels: time per step, tokens/s, error against float32."""
+    model = llama.Llama(cfg, dtype)
+    prompt = llama.random_tokens(cfg, batch, context + 1, torch.Generator().manual_seed(1))
+    kernels = llama_kernels.reference_ops()
+    caches = {}
+
+    def step(name, ops, forward=model.forward):
+        """A step at position `context` that can run again: the cache is rewound first."""
+        cache = caches.setdefault(name, llama.KVCache(model, batch))
+        if cache.length == 0:
+            model(prompt[:, :context], ops, cache)     # the prompt, once
+        new = prompt[:, context:]
+
+        def run():
+            cache.length = context
+            return forward(new, ops, cache)
+        return run
+
+    compiled = torch.compile(model.forward)
+    versions = {"PyTorch eager": step("eager", llama.TORCH_OPS),
+                "torch.compile": step("compile", llama.TORCH_OPS, compiled),
+                "reference kernels": step("kernels", kernels)}
+    expected = model.to(torch.float32)(prompt)[:, -1:].float()
+    errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
+              for name, run in versions.items()}
+    results = bench.compare(versions, graph_below_ms=math.inf, rep_ms=2000)
+    print(f"== decode, batch {batch}, one new token after {context} cached")
+    bench.print_table(results, baseline="PyTorch eager")
+    return {"batch": batch, "context": context, "rel_error_vs_float32": errors,
+            "results": {m.name: {"median_ms": m.median_ms,
+                                 "tokens_per_s": batch / m.median_ms * 1e3, "runs": m.runs,
+                                 "cuda_graph": m.cuda_graph, "sm_clock_mhz": m.sm_clock_mhz}
+                        for m in results}}
+
+
 def main() -> None:
     args = options(__doc__).parse_args()
     record = {**header(), "fused_kernels": fused_kernels(),
-              "prefill": [prefill(batch, seq) for batch, seq in PROMPTS]}
+              "prefill": [prefill(batch, seq) for batch, seq in PROMPTS],
+              "decode": [decode(batch, context) for batch, context in DECODES]}
     finish(record, args.out)
 
 

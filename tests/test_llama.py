@@ -207,3 +207,48 @@ def test_profiled_ops_give_the_same_logits_inside_named_ranges():
     layers = CPU_CONFIG.n_layers
     assert counts == {"matmul": 4 * layers + 1, "attention": layers, "rmsnorm": 2 * layers + 1,
                       "rope_": 2 * layers, "swiglu": layers}
+
+
+def test_decoding_with_the_kv_cache_gives_the_full_passes_logits():
+    """A prompt, then a chunk of three, then one token at a time through the cache: each
+    position's logits are those of one pass over the whole sequence."""
+    model = Llama(CPU_CONFIG, torch.float64)
+    t = tokens(2, 11, seed=4)
+    full = model(t)
+    cache = llama.KVCache(model, batch=2)
+    pieces = [model(t[:, :5], cache=cache), model(t[:, 5:8], cache=cache)]
+    pieces += [model(t[:, i:i + 1], cache=cache) for i in range(8, 11)]
+    assert cache.length == 11
+    assert check.relative_error(torch.cat(pieces, dim=1), full) < 1e-12
+
+
+def test_generate_is_greedy_decoding():
+    """generate (prefill, then one cached token at a time) picks what a full pass over the
+    sequence so far would pick, token after token."""
+    model = Llama(CPU_CONFIG, torch.float64)
+    prompt = tokens(2, 5, seed=5)
+    out = model.generate(prompt, new_tokens=6)
+    assert out.shape == (2, 11) and torch.equal(out[:, :5], prompt)
+    for n in range(5, 11):
+        assert torch.equal(out[:, n], model(out[:, :n])[:, -1].argmax(dim=-1))
+
+
+def test_decoding_on_the_reference_kernels_matches_pytorch():
+    """The cached passes on the course's kernels (the general FlashAttention over the cache)."""
+    model = Llama(CPU_CONFIG, torch.float32)
+    t = tokens(1, 9, seed=6)
+    ref = model.to(torch.float64, "cpu")(t.cpu())
+    ops = llama_kernels.reference_ops()
+    cache = llama.KVCache(model, batch=1)
+    out = torch.cat([model(t[:, :6], ops, cache)]
+                    + [model(t[:, i:i + 1], ops, cache) for i in range(6, 9)], dim=1)
+    assert check.relative_error(out, ref) < 1e-4
+
+
+def test_decoding_past_max_seq_or_with_another_batch_is_refused():
+    model = Llama(CPU_CONFIG)
+    with pytest.raises(ValueError, match="max_seq 32: ask for fewer"):
+        model.generate(tokens(1, 30), new_tokens=3)
+    cache = llama.KVCache(model, batch=2)
+    with pytest.raises(ValueError, match="holds a batch of 2"):
+        model(tokens(1, 3), cache=cache)

@@ -88,6 +88,20 @@ def attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def cached_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention of new queries over a KV cache: q (batch, heads, seq_q, head_dim), k and v
+    (batch, kv_heads, seq_k, head_dim) with seq_k >= seq_q, the queries the last seq_q
+    positions (query i sees keys j <= i + seq_k - seq_q). PyTorch's SDPA with its grouped-query
+    path; its is_causal aligns the mask to the start, so a chunk of several new queries gets the
+    end-aligned mask explicitly, and one new query needs none."""
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    mask = None
+    if seq_q > 1:
+        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q)
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
 @dataclass(frozen=True)
 class Ops:
     """The operations the model runs on. Each takes and returns tensors as documented:
@@ -98,6 +112,9 @@ class Ops:
     * ``rmsnorm(x, weight, eps)``: x (rows, dim), weight (dim,) -> (rows, dim)
     * ``rope_(x, cos, sin)``: rotates x (batch, seq, heads, head_dim) in place, returns x
     * ``swiglu(h)``: h (rows, 2 * hidden) -> (rows, hidden)
+    * ``cached_attention(q, k, v)``: decoding over a KV cache, q (batch, heads, seq_q,
+      head_dim), k and v (batch, kv_heads, seq_k, head_dim), causal aligned to the end ->
+      q's shape (:func:`cached_attention_torch`); used only by :class:`KVCache` passes
     """
 
     matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = torch.matmul
@@ -105,6 +122,7 @@ class Ops:
     rmsnorm: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] = rmsnorm_torch
     rope_: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = rope_torch_
     swiglu: Callable[[torch.Tensor], torch.Tensor] = swiglu_torch
+    cached_attention: Callable[..., torch.Tensor] = cached_attention_torch
 
 
 TORCH_OPS = Ops()
@@ -144,6 +162,21 @@ GPU_CONFIG = LlamaConfig(dim=2048, n_layers=8, n_heads=16, n_kv_heads=4, hidden=
 #: small enough for the interpreter: odd widths (hidden 72, vocab 101) so no block size fits
 CPU_CONFIG = LlamaConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden=72,
                          vocab=101, max_seq=32)
+
+
+class KVCache:
+    """Each layer's keys and values so far, for decoding one token at a time: ``k[i]`` and
+    ``v[i]`` are (batch, n_kv_heads, max_seq, head_dim) in the model's dtype, positions
+    0 .. ``length`` - 1 filled. A forward pass with the cache appends its tokens' keys and
+    values and attends over everything so far."""
+
+    def __init__(self, model: "Llama", batch: int):
+        cfg = model.cfg
+        shape = (batch, cfg.n_kv_heads, cfg.max_seq, cfg.head_dim)
+        like = dict(dtype=model.dtype, device=model.embedding.device)
+        self.k = [torch.empty(shape, **like) for _ in range(cfg.n_layers)]
+        self.v = [torch.empty(shape, **like) for _ in range(cfg.n_layers)]
+        self.batch, self.length = batch, 0
 
 
 class Llama:
@@ -229,21 +262,70 @@ class Llama:
             o[b * seq:(b + 1) * seq].view(seq, nkv, group, hd).copy_(ob.permute(2, 0, 1, 3))
         return ops.matmul(o, layer["wo"])
 
-    def forward(self, tokens: torch.Tensor, ops: Ops = TORCH_OPS) -> torch.Tensor:
+    def cached_attention(self, x: torch.Tensor, layer: dict, index: int, batch: int, seq: int,
+                         ops: Ops, cache: KVCache) -> torch.Tensor:
+        """Causal grouped-query self-attention of rows x (batch * seq, dim), the tokens at
+        positions cache.length .. cache.length + seq - 1: their keys and values are written into
+        layer ``index`` of the cache, and their queries attend over the cache up to themselves."""
+        cfg = self.cfg
+        hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+        start, end = cache.length, cache.length + seq
+        qkv = ops.matmul(x, layer["wqkv"]).view(batch, seq, nh + 2 * nkv, hd)
+        q, k, v = qkv[:, :, :nh], qkv[:, :, nh:nh + nkv], qkv[:, :, nh + nkv:]
+        cos, sin = self.cos[start:end], self.sin[start:end]
+        ops.rope_(q, cos, sin)
+        ops.rope_(k, cos, sin)
+        cache.k[index][:, :, start:end].copy_(k.permute(0, 2, 1, 3))
+        cache.v[index][:, :, start:end].copy_(v.permute(0, 2, 1, 3))
+        o = ops.cached_attention(q.permute(0, 2, 1, 3), cache.k[index][:, :, :end],
+                                 cache.v[index][:, :, :end])       # (batch, nh, seq, hd)
+        rows = torch.empty((batch, seq, nh, hd), device=x.device, dtype=x.dtype)
+        rows.copy_(o.permute(0, 2, 1, 3))
+        return ops.matmul(rows.view(batch * seq, nh * hd), layer["wo"])
+
+    def forward(self, tokens: torch.Tensor, ops: Ops = TORCH_OPS,
+                cache: KVCache | None = None) -> torch.Tensor:
         """Logits (batch, seq, vocab) for tokens (batch, seq), each position seeing only the
-        tokens up to itself (prefill)."""
+        tokens up to itself. Without a cache the tokens are the whole sequence (prefill); with
+        one they continue what the cache holds, and their keys and values are added to it."""
         cfg = self.cfg
         batch, seq = tokens.shape
-        if seq > cfg.max_seq:
-            raise ValueError(f"seq {seq} is longer than the model's max_seq {cfg.max_seq}")
+        start = cache.length if cache is not None else 0
+        if start + seq > cfg.max_seq:
+            raise ValueError(f"{start + seq} positions are more than the model's max_seq "
+                             f"{cfg.max_seq}")
+        if cache is not None and cache.batch != batch:
+            raise ValueError(f"the cache holds a batch of {cache.batch}, the tokens {batch}")
         x = self.embedding[tokens.reshape(-1)]                      # (batch * seq, dim)
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             h = ops.rmsnorm(x, layer["attn_norm"], cfg.eps)
-            x = x + self.attention(h, layer, batch, seq, ops)
+            if cache is None:
+                x = x + self.attention(h, layer, batch, seq, ops)
+            else:
+                x = x + self.cached_attention(h, layer, index, batch, seq, ops, cache)
             h = ops.rmsnorm(x, layer["mlp_norm"], cfg.eps)
             x = x + ops.matmul(ops.swiglu(ops.matmul(h, layer["w13"])), layer["w2"])
+        if cache is not None:
+            cache.length += seq
         x = ops.rmsnorm(x, self.norm, cfg.eps)
         return ops.matmul(x, self.output).view(batch, seq, cfg.vocab)
+
+    def generate(self, prompt: torch.Tensor, new_tokens: int,
+                 ops: Ops = TORCH_OPS) -> torch.Tensor:
+        """Greedy decoding: prompt (batch, seq) token ids, then ``new_tokens`` more, each the
+        most likely next token, one forward pass of one token each after a prefill of the
+        prompt into a KV cache. Returns (batch, seq + new_tokens) token ids."""
+        if prompt.shape[1] + new_tokens > self.cfg.max_seq:
+            raise ValueError(f"a prompt of {prompt.shape[1]} and {new_tokens} new tokens are more "
+                             f"than the model's max_seq {self.cfg.max_seq}: ask for fewer")
+        cache = KVCache(self, prompt.shape[0])
+        tokens = [prompt]
+        logits = self.forward(prompt, ops, cache)
+        for step in range(new_tokens):
+            tokens.append(logits[:, -1].argmax(dim=-1, keepdim=True))
+            if step + 1 < new_tokens:
+                logits = self.forward(tokens[-1], ops, cache)
+        return torch.cat(tokens, dim=1)
 
     __call__ = forward
 
@@ -255,5 +337,5 @@ def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
 
 
 __all__ = ["rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_", "swiglu_torch",
-           "attention_torch", "Ops", "TORCH_OPS", "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG",
-           "Llama", "random_tokens"]
+           "attention_torch", "cached_attention_torch", "Ops", "TORCH_OPS", "LlamaConfig",
+           "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "random_tokens"]

@@ -109,22 +109,26 @@ def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
 
 
 def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
-    """The model on the course's reference kernels (lessons 03, 04 and this one); in the
-    interpreter with small blocks, so a forward pass takes seconds."""
-    from tilegym_edu.reference import attention, pipelined
+    """The model on the course's reference kernels (lessons 03, 04 and this one, and the
+    general FlashAttention for decoding over a KV cache); in the interpreter with small blocks,
+    so a forward pass takes seconds."""
+    from tilegym_edu.reference import attention, flash, pipelined
     from tilegym_edu.tune import Config
+    small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2) if small_blocks else None
     if small_blocks:
         def matmul(a, b):
             return pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32))
-
-        small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2)
 
         def attn(q, k, v, causal=False):
             return attention.flash_attention(q, k, v, causal, config=small)
     else:
         matmul = pipelined.tuned_matmul
         attn = attention.flash_attention
-    return Ops(matmul=matmul, attention=attn, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu)
+
+    def cached_attention(q, k, v):
+        return flash.flash_forward(q, k, v, causal=True, config=small)[0]
+    return Ops(matmul=matmul, attention=attn, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu,
+               cached_attention=cached_attention)
 
 
 __all__ = ["rmsnorm_kernel", "rmsnorm", "rope_kernel", "rope_", "swiglu_kernel", "swiglu",
