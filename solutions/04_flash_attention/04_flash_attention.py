@@ -11,7 +11,7 @@
 # it through memory several times: memory grows with the square of the sequence length, and most of
 # the time goes into moving scores rather than doing arithmetic. FlashAttention (Dao et al., 2022)
 # computes exactly the same result in one kernel that streams keys and values through the chip and
-# never writes the scores at all. This lesson builds it in five steps:
+# never writes the scores at all. This lesson builds it in six steps:
 #
 # 1. **The cost of the naive version**, measured: peak memory and time against sequence length.
 # 2. **A fused softmax kernel**: one program per row, one read and one write of memory.
@@ -22,6 +22,8 @@
 #    memory-efficient, math).
 # 5. **The backward pass**, FlashAttention-2's: the probabilities recomputed from one number per
 #    query, so that training needs no more memory than inference.
+# 6. **Every shape a model brings**: grouped-query heads, decoding over a KV cache, head sizes that
+#    are not powers of two.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
@@ -33,6 +35,7 @@
 # | 6. it never writes the scores: memory traffic within a budget | 2 | everywhere |
 # | 7. speed over naive attention; memory ∝ seq, not seq²; against SDPA | 2 + 2 + 2 | GPU only |
 # | 8. backward pass: dq, dk, dv; its speed against SDPA's backward | 4 + 2 | everywhere; GPU only |
+# | 9. grouped-query, decoding, any head size; the cache read once per group | 4 + 2 | everywhere |
 #
 # **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
 # Cells marked *Exercise* are graded by `tilegym-edu grade 04_flash_attention` (or
@@ -71,6 +74,9 @@ from tilegym_edu.reference import attention as reference     # the course's refe
 from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
+# the general forward's search space, problem description, input validator and largest head size
+from tilegym_edu.reference.flash import (FLASH_SPACE, MAX_HEAD_DIM, check_flash_inputs,
+                                         flash_problem)
 # the backward's search spaces, its problem description, the tuning loop and a stride helper
 from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
                                                   head_strides, tune_backward)
@@ -1244,6 +1250,223 @@ assert others, "no SDPA backend could run on this GPU: there is nothing to compa
 fastest = min(others, key=lambda m: m.median_ms)
 print(f"the fastest SDPA backward here: {fastest.name}")
 grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
+
+# %% [markdown] id="cell-48"
+# ## 6. Every shape a model brings
+#
+# Your `flash_attention` takes what this lesson has used so far: `q`, `k` and `v` of one shape,
+# a head size that is a power of two. Models bring three more shapes, and the capstone (lesson 06)
+# needs all three:
+#
+# - **Grouped-query attention** (GQA; Ainslie et al., 2023): Llama 2 70B, Llama 3 and most models
+#   since keep fewer key/value heads than query heads. Lesson 06's model has 16 query heads and 4
+#   key/value heads: each key/value head serves a *group* of 4 query heads, and the KV cache is a
+#   quarter of the size. Copying `k` and `v` out to 16 heads would spend the memory GQA saves; the
+#   kernel should read head `h // group` instead.
+# - **Decoding with a KV cache**: a model generating text runs one new query per sequence against
+#   the keys and values of every token so far, kept from earlier steps. So `q` has `seq_q = 1`
+#   and `k`, `v` have `seq_k` rows. Causal masking is aligned to the end: query $i$ sits at
+#   position $i + \mathrm{seq_k} - \mathrm{seq_q}$, so the one new query sees every key. A chunk
+#   of several new queries (chunked prefill) is the same with `seq_q > 1`.
+# - **Head sizes that are not powers of two** (80, 96, and up to 256): `tl.arange` needs a power of
+#   two, so the kernel pads the head to `BLOCK_D = triton.next_power_of_2(head_dim)` and masks the
+#   columns past `head_dim` in every load and store, in the kernel, not by padding tensors in
+#   Python.
+#
+# The idea that makes GQA and decoding fast is to let **one program serve a whole group**. Its
+# block of `BLOCK_M` rows holds the (query, head) pairs of the group's query heads, query-major:
+# row $r$ is query $r$ // `GROUP` of head `kv_head * GROUP + r % GROUP`. Every key/value block it
+# loads then serves `GROUP` query heads instead of one, and a decode step's `GROUP` queries fill
+# one block of 16 rows, where one query per program would leave 15 of 16 rows empty. Measured on
+# an H200 (docs/results/h200-2026-12-01-attention-shapes.md), one decode step at batch 32 with 32
+# query heads and 8 key/value heads over a cache of 4096 took 0.298 ms with one program per query
+# head and **0.134 ms** with one per group: 1.09 times cuDNN's speed. The same kernel runs a chunk
+# of 512 queries over 4096 keys at 477 TFLOP/s, 1.5 times cuDNN (cuDNN gets the end-aligned mask
+# as an explicit bias there) and prefill at 0.72-0.93 of cuDNN.
+#
+# It also returns the log-sum-exp of each query's scores, $\mathrm{lse}_i = m_i + \log_2 \ell_i$:
+# the one number per query the backward pass of section 5 needs, so that your two kernels together
+# make a differentiable attention (the demonstration after the exercises trains through them).
+#
+# ## Exercise 9 (4 + 2 points): attention for every shape
+#
+# Write `flash_forward(q, k, v, causal=False, config=None, level=1)`, returning `(o, lse)`:
+#
+# - `q` is (batch, heads, seq_q, head_dim); `k` and `v` are (batch, kv_heads, seq_k, head_dim),
+#   `heads` a multiple of `kv_heads`; `head_dim` 1 to `MAX_HEAD_DIM` (256); `seq_q <= seq_k` when
+#   causal. Any strides with the last dimension contiguous; fp16, fp32 (and bf16 on a GPU). Call
+#   `check_flash_inputs(q, k, v, causal)` first (imported: it says what to change).
+# - `o` has `q`'s shape and dtype; `lse` is (batch, heads, seq_q) float32, in log2 units.
+# - `config` as in Exercise 4; when `None`, tune over `FLASH_SPACE` (lesson 4's space with blocks
+#   of 16 and 32 rows for decoding) with `flash_problem(q, k, causal)` as the problem.
+# - Exercise 9b counts the bytes of a decode step (batch 1, 8 query heads in groups of 4, 64 cached
+#   keys, head_dim 32, fp16, `BLOCK_M = 16`): `q` once, each key/value head's `k` and `v` once,
+#   within 1.25 times that. One program per query head loads them 4 times.
+#
+# The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks`
+# with the head columns masked and the queries' positions passed in), `flash_forward_kernel`,
+# `launch_flash_forward` and `flash_forward`.
+
+# %% id="cell-49" nbgrader={"grade": false, "grade_id": "flash_forward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# include: tilegym_edu/reference/flash.py flash_blocks solution
+
+
+# include: tilegym_edu/reference/flash.py flash_forward_kernel solution
+
+
+# include: tilegym_edu/reference/flash.py launch_flash_forward solution
+
+
+# include: tilegym_edu/reference/flash.py flash_forward solution
+
+# %% id="cell-50" nbgrader={"grade": false, "grade_id": "general_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def general_scores(q, k, causal):
+    """q k^T / sqrt(head_dim) with each key/value head repeated for its group of query heads;
+    when causal, the keys after each query at -inf, the mask aligned to the end."""
+    group = q.shape[1] // k.shape[1]
+    s = q @ k.repeat_interleave(group, dim=1).transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        seq_q, seq_k = q.shape[-2], k.shape[-2]
+        keep = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q)
+        s = s.masked_fill(~keep, -math.inf)
+    return s
+
+
+def general_reference(q, k, v, causal=False, *rest):
+    """The output o, by the definition, in the inputs' dtype (float64 when grading)."""
+    group = q.shape[1] // k.shape[1]
+    return torch.softmax(general_scores(q, k, causal), dim=-1) @ v.repeat_interleave(group, 1)
+
+
+def lse_reference(q, k, v, causal=False, *rest):
+    """lse = log2 of the sum of 2^(scores in log2 units) = logsumexp(scores) / ln 2."""
+    return torch.logsumexp(general_scores(q, k, causal), dim=-1) / math.log(2)
+
+
+def output_of(*args):
+    """Your flash_forward's o."""
+    return flash_forward(*args)[0]
+
+
+def lse_of(*args):
+    """Your flash_forward's lse, in the inputs' dtype (so that the check's tolerance is that
+    dtype's)."""
+    return flash_forward(*args)[1].to(args[0].dtype)
+
+
+def make_general_inputs(case, generator):
+    """(q, k, v, causal, config) for case = {"batch", "heads", "kv_heads", "seq_q", "seq_k",
+    "head_dim", "dtype"} and optionally "causal", "blocks" = (BLOCK_M, BLOCK_N) and "layout":
+    "cache" takes k and v as the first seq_k rows of a cache of seq_k + 7 (a KV cache's view),
+    "bshd" makes q a .transpose(1, 2) view."""
+    B, H, KV = case["batch"], case["heads"], case["kv_heads"]
+    SQ, SK, D, dtype = case["seq_q"], case["seq_k"], case["head_dim"], case["dtype"]
+    layout = case.get("layout")
+    if layout == "bshd":
+        q = check.random_tensor((B, SQ, H, D), dtype, generator).transpose(1, 2)
+    else:
+        q = check.random_tensor((B, H, SQ, D), dtype, generator)
+    rows = SK + 7 if layout == "cache" else SK
+    k, v = (check.random_tensor((B, KV, rows, D), dtype, generator)[:, :, :SK] for _ in "kv")
+    blocks = case.get("blocks")
+    config = (Config(BLOCK_M=blocks[0], BLOCK_N=blocks[1], num_warps=4, num_stages=2)
+              if blocks else None)
+    return q, k, v, case.get("causal", False), config
+
+
+for result in check.check(output_of, general_reference, make_general_inputs, seeds=[0], cases=[
+        {"batch": 1, "heads": 4, "kv_heads": 2, "seq_q": 1, "seq_k": 40, "head_dim": 80,
+         "dtype": torch.float16, "causal": True}]):
+    print(result.describe())
+
+# %% id="cell-51" nbgrader={"grade": true, "grade_id": "test_general_attention_correct", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+# Exercise 9a: flash_forward is right on grouped-query and multi-query heads, decoding and chunks
+# at the end of a cache, head sizes that are not powers of two, causal and not; and its lse too.
+cases = [
+    {"batch": 2, "heads": 4, "kv_heads": 2, "seq_q": 37, "seq_k": 37, "head_dim": 64,
+     "dtype": torch.float16, "causal": True},
+    {"batch": 1, "heads": 4, "kv_heads": 1, "seq_q": 1, "seq_k": 50, "head_dim": 32,
+     "dtype": torch.float32, "causal": True, "layout": "cache"},
+    {"batch": 2, "heads": 6, "kv_heads": 2, "seq_q": 5, "seq_k": 33, "head_dim": 80,
+     "dtype": torch.float16, "causal": True, "layout": "cache"},
+    {"batch": 1, "heads": 2, "kv_heads": 2, "seq_q": 20, "seq_k": 70, "head_dim": 96,
+     "dtype": torch.float32, "layout": "bshd"},
+    {"batch": 1, "heads": 3, "kv_heads": 3, "seq_q": 30, "seq_k": 30, "head_dim": 24,
+     "dtype": torch.float16, "blocks": (16, 32)},
+]
+grading.assert_correct(output_of, general_reference, make_general_inputs, cases, seeds=(0, 1))
+grading.assert_correct(lse_of, lse_reference, make_general_inputs, cases[:3], seeds=(0,),
+                       allow=("_to_copy",))
+q = torch.randn(1, 4, 8, 16, device=DEVICE)
+for args, why in [((q, q[:, :3], q[:, :3]), "4 query heads over 3 key/value heads"),
+                  ((q, q[:, :, :4], q[:, :, :4], True), "8 causal queries over 4 keys")]:
+    try:
+        flash_forward(*args)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError(f"flash_forward accepted {why}: "
+                             "call check_flash_inputs(q, k, v, causal)")
+### BEGIN HIDDEN TESTS
+hidden_cases = [
+    {"batch": 1, "heads": 8, "kv_heads": 2, "seq_q": 3, "seq_k": 61, "head_dim": 48,
+     "dtype": torch.float16, "causal": True, "blocks": (16, 16)},
+    {"batch": 2, "heads": 2, "kv_heads": 1, "seq_q": 1, "seq_k": 1, "head_dim": 16,
+     "dtype": torch.float32, "causal": True},
+]
+grading.assert_correct(output_of, general_reference, make_general_inputs, hidden_cases,
+                       seeds=(11,))
+### END HIDDEN TESTS
+
+# %% id="cell-52" nbgrader={"grade": true, "grade_id": "test_decode_reads_kv_once", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 9b: a decode step loads each key/value head once for its whole group of query heads.
+case = {"batch": 1, "heads": 8, "kv_heads": 2, "seq_q": 1, "seq_k": 64, "head_dim": 32,
+        "dtype": torch.float16, "causal": True, "blocks": (16, 16)}
+q, k, v, causal, config = make_general_inputs(case, torch.Generator().manual_seed(0))
+element = q.element_size()
+kv_once = 2 * k.numel() * element                            # every cached key and value once
+grading.assert_traffic(
+    output_of, (q, k, v, causal, config), general_reference, torch.float16,
+    what="a decode step, 8 query heads over 2 key/value heads, 64 cached keys, head_dim 32",
+    stores=q.numel() * element + q.numel() // q.shape[-1] * 4,   # o, and lse in float32
+    loads_at_most=1.25 * (q.numel() * element + kv_once),
+    store_hint=": store o and lse once each, nothing else",
+    load_hint=": let one program serve the whole group of query heads that share a key/value "
+              "head, so that each key/value block is loaded once for the group")
+
+# %% [markdown] id="cell-53"
+# **Training through your kernels.** With the log-sum-exp from `flash_forward` and the gradients
+# from `flash_backward`, a `torch.autograd.Function` makes attention differentiable on your own
+# kernels: `loss.backward()` runs your backward. The cell below checks the gradients of one step
+# against PyTorch's attention (SDPA, which has its own backward) on grouped-query heads.
+
+# %% id="cell-54" tags=["demo"]
+class YourAttention(torch.autograd.Function):
+    """o = softmax(q k^T / sqrt(d)) v on your flash_forward, its backward on your flash_backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal):
+        o, lse = flash_forward(q, k, v, causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = causal
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        return (*flash_backward(*ctx.saved_tensors, do, ctx.causal), None)
+
+
+B, H, KV, S, D = device.size(gpu=(4, 16, 4, 1024, 128), cpu=(1, 4, 2, 40, 32))
+dtype = torch.float16 if device.ON_GPU else torch.float32
+ours = [torch.randn(B, n, S, D, device=DEVICE, dtype=dtype, requires_grad=True)
+        for n in (H, KV, KV)]
+theirs = [t.detach().clone().requires_grad_() for t in ours]
+do = torch.randn(B, H, S, D, device=DEVICE, dtype=dtype)
+YourAttention.apply(*ours, True).backward(do)
+F.scaled_dot_product_attention(*theirs, is_causal=True, enable_gqa=True).backward(do)
+for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
+    print(f"{name}: relative difference from PyTorch's "
+          f"{check.relative_error(a.grad, b.grad.to(a.grad.dtype)):.1e}")
 
 # %% [markdown] id="cell-42"
 # ## What comes next

@@ -9,6 +9,9 @@ CAUSAL = "test_flash_attention_causal"
 TRAFFIC = "test_never_writes_scores"
 BACKWARD = "flash_backward_solution"
 BACKWARD_CORRECT = "test_flash_backward_correct"
+GENERAL = "flash_forward_solution"
+GENERAL_CORRECT = "test_general_attention_correct"
+DECODE_TRAFFIC = "test_decode_reads_kv_once"
 
 # PyTorch does the work: every cell that calls flash_attention under the guard fails.
 LIBRARY_SHORTCUT = Submission(
@@ -78,6 +81,19 @@ SUBMISSIONS = [
                            "    out = naive_attention(*leaves, causal)\n"
                            "    return torch.autograd.grad(out, leaves, do)\n")},
                loses=(BACKWARD_CORRECT,), reason="LibraryShortcut"),
+    # The causal mask aligned to the start, as SDPA's is_causal is: a decode step's one query
+    # sees key 0 and the blocks before its diagonal only. The decode traffic check compares
+    # its output too.
+    Submission("causal_mask_aligned_to_the_start",
+               {GENERAL: ("query + shift, offs_n", "query, offs_n")},
+               loses=(GENERAL_CORRECT, DECODE_TRAFFIC), reason="tolerance",
+               details={GENERAL_CORRECT: ("causal=True",)}),
+    # Query head h read key/value head h % kv_heads (repeat, where GQA means repeat_interleave:
+    # h // group): right only when there is one key/value head or one query head per group.
+    Submission("grouped_heads_interleaved",
+               {GENERAL: ("head = kv_head * GROUP + rows % GROUP",
+                          "head = kv_head + rows % GROUP * kv_heads")},
+               loses=(GENERAL_CORRECT, DECODE_TRAFFIC), reason="tolerance"),
 ]
 
 #: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut is refused in the timed
