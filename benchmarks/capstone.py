@@ -123,24 +123,13 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
     model = llama.Llama(cfg, dtype)
     prompt = llama.random_tokens(cfg, batch, context + 1, torch.Generator().manual_seed(1))
     kernels = llama_kernels.reference_ops()
-    caches = {}
-
-    def step(name, ops, forward=model.forward):
-        """A step at position `context` that can run again: the cache is rewound first."""
-        cache = caches.setdefault(name, llama.KVCache(model, batch))
-        if cache.length == 0:
-            model(prompt[:, :context], ops, cache)     # the prompt, once
-        new = prompt[:, context:]
-
-        def run():
-            cache.length = context
-            return forward(new, ops, cache)
-        return run
-
-    compiled = torch.compile(model.forward)
-    versions = {"PyTorch eager": step("eager", llama.TORCH_OPS),
-                "torch.compile": step("compile", llama.TORCH_OPS, compiled),
-                "reference kernels": step("kernels", kernels)}
+    versions = {"PyTorch eager": llama.repeatable_decode_step(model, llama.TORCH_OPS, prompt,
+                                                              context),
+                "torch.compile": llama.repeatable_decode_step(model, llama.TORCH_OPS, prompt,
+                                                              context,
+                                                              torch.compile(model.forward)),
+                "reference kernels": llama.repeatable_decode_step(model, kernels, prompt,
+                                                                  context)}
     expected = model.to(torch.float32)(prompt)[:, -1:].float()
     errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
               for name, run in versions.items()}

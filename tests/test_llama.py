@@ -252,3 +252,12 @@ def test_decoding_past_max_seq_or_with_another_batch_is_refused():
     cache = llama.KVCache(model, batch=2)
     with pytest.raises(ValueError, match="holds a batch of 2"):
         model(tokens(1, 3), cache=cache)
+
+
+def test_a_repeatable_decode_step_does_the_same_step_each_call():
+    model = Llama(CPU_CONFIG, torch.float64)
+    t = tokens(2, 8, seed=7)
+    step = llama.repeatable_decode_step(model, TORCH_OPS, t, context=6)
+    first, again = step(), step()
+    assert torch.equal(first, again)
+    assert check.relative_error(first, model(t[:, :7])[:, -1:]) < 1e-12

@@ -330,6 +330,25 @@ class Llama:
     __call__ = forward
 
 
+def repeatable_decode_step(model: Llama, ops: Ops, tokens: torch.Tensor, context: int,
+                           forward: Callable[..., torch.Tensor] | None = None
+                           ) -> Callable[[], torch.Tensor]:
+    """A function of no arguments that runs one decoding step, for timing: the tokens at
+    position ``context`` of ``tokens`` (batch, > context) through ``forward`` (the model's own,
+    or a compiled one) over a KV cache holding ``tokens[:, :context]`` (filled here, once).
+    Each call first rewinds the cache to ``context``, so every call does the same work; it
+    returns that step's logits (batch, 1, vocab)."""
+    cache = KVCache(model, tokens.shape[0])
+    model(tokens[:, :context], ops, cache)
+    forward = forward or model.forward
+    new = tokens[:, context:context + 1]
+
+    def step() -> torch.Tensor:
+        cache.length = context
+        return forward(new, ops, cache)
+    return step
+
+
 def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
                   generator: torch.Generator) -> torch.Tensor:
     """Token ids (batch, seq), uniform over the vocabulary, on the lesson's device."""
@@ -338,4 +357,5 @@ def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
 
 __all__ = ["rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_", "swiglu_torch",
            "attention_torch", "cached_attention_torch", "Ops", "TORCH_OPS", "LlamaConfig",
-           "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "random_tokens"]
+           "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "repeatable_decode_step",
+           "random_tokens"]
