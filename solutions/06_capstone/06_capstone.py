@@ -21,6 +21,8 @@
 #
 # Then the swap, graded by the model's logits, and the measurement that matters: how many tokens a
 # second the model processes on your GPU, on PyTorch eager, on `torch.compile` and on your kernels.
+# Last, the model **generates**: one token at a time over a KV cache, on lesson 04's attention for
+# every shape.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
@@ -31,6 +33,7 @@
 # | 4a. your lesson 03 matmul and 04 attention on the model's shapes, GQA views | 2 | everywhere |
 # | 4b. the model on your kernels: logits match PyTorch's | 4 | everywhere |
 # | 4c. the model on your kernels at least as fast as PyTorch eager | 3 | on a GPU |
+# | 5. decoding over a KV cache on your kernels: logits match PyTorch's | 2 | everywhere |
 #
 # **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
 # Cells marked *Exercise* are graded by `tilegym-edu grade 06_capstone`
@@ -58,11 +61,13 @@ import triton.language as tl
 
 from tilegym_edu import bench, check, device, grading, tune
 from tilegym_edu.reference import llama                                  # the model, in PyTorch
-from tilegym_edu.reference.llama import (CPU_CONFIG, GPU_CONFIG, TORCH_OPS, Llama, LlamaConfig, Ops,
-                                         random_tokens, rmsnorm_torch, rope_tables, rope_torch,
-                                         swiglu_torch)
+from tilegym_edu.reference.llama import (CPU_CONFIG, GPU_CONFIG, TORCH_OPS, KVCache, Llama,
+                                         LlamaConfig, Ops, random_tokens, repeatable_decode_step,
+                                         rmsnorm_torch, rope_tables, rope_torch, swiglu_torch)
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
                                              check_attention_inputs)      # lesson 04's helpers
+from tilegym_edu.reference.flash import (FLASH_SPACE, MAX_HEAD_DIM, check_flash_inputs,
+                                         flash_problem)                   # ... and section 6's
 from tilegym_edu.reference.pipelined import ELEMENT_BYTES                  # lesson 03's helper
 from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 from tilegym_edu.tune import autotune
@@ -428,12 +433,14 @@ grading.assert_bandwidth_fraction(swiglu, bandwidth_inputs(make_swiglu_inputs, c
 # The model's other work is matrix products (the projections: most of its FLOPs; counted at
 # `GPU_CONFIG` for 2048 tokens, 2 x 2048 x 0.43 billion weights = 1.7 TFLOP of matmuls a prefill
 # against 0.14 TFLOP of causal attention) and attention. You wrote both: the pipelined, autotuned
-# `matmul` of lesson 03 and `flash_attention` of lesson 04. **Paste your own code here**, three
-# solution cells whole, in this order: lesson 04's Exercise 3 (`attention_blocks`,
-# `flash_attention_kernel`, `launch_attention` and `flash_attention`), then lesson 03's Exercise 2
-# (`shared_memory_bytes`) and Exercise 3 (`matmul_kernel`, `fits`, `matmul_config`, `matmul` and,
-# last, `MATMUL_SPACE`). Their helpers are imported above: `tune`, `ELEMENT_BYTES`, `grouped_tile`,
-# `ATTENTION_SPACE` and the rest. If you did not finish those lessons, finish them first: the
+# `matmul` of lesson 03 and `flash_attention` of lesson 04. **Paste your own code here**, four
+# solution cells whole, in this order: lesson 04's Exercises 4-6 (`attention_blocks`,
+# `flash_attention_kernel`, `launch_attention` and `flash_attention`) and its Exercise 9
+# (`flash_blocks`, `flash_forward_kernel`, `launch_flash_forward` and `flash_forward`, the attention
+# for every shape that section 7 decodes with), then lesson 03's Exercise 2 (`shared_memory_bytes`)
+# and Exercise 3 (`matmul_kernel`, `fits`, `matmul_config`, `matmul` and, last, `MATMUL_SPACE`).
+# Their helpers are imported above: `tune`, `ELEMENT_BYTES`, `grouped_tile`, `ATTENTION_SPACE`,
+# `FLASH_SPACE` and the rest. If you did not finish those lessons, finish them first: the
 # course's reference kernels cannot stand in (inside a graded call they raise `LibraryShortcut`).
 #
 # What the model asks of them, and Exercise 4a checks:
@@ -446,6 +453,9 @@ grading.assert_bandwidth_fraction(swiglu, bandwidth_inputs(make_swiglu_inputs, c
 
 # %% id="cell-25" nbgrader={"grade": false, "grade_id": "bring_your_kernels", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: 04_flash_attention flash_attention_solution
+
+
+# include: 04_flash_attention flash_forward_solution
 
 
 # include: 03_software_pipelining shared_memory_solution
@@ -526,10 +536,16 @@ MODEL_TOLERANCE = {torch.float32: 1e-2, torch.float16: 1e-2}
 MODEL_ALLOW = ("index", "add")     # the embedding lookup and the residual additions
 
 
+def cached_attention(q, k, v):
+    """Decoding's attention (section 7) on your lesson 04 flash_forward: new queries over the
+    KV cache, the causal mask aligned to the end."""
+    return flash_forward(q, k, v, True)[0]
+
+
 def your_ops() -> Ops:
     """The model's operations on your kernels."""
     return Ops(matmul=matmul, attention=flash_attention, rmsnorm=rmsnorm, rope_=rope_,
-               swiglu=swiglu)
+               swiglu=swiglu, cached_attention=cached_attention)
 
 
 _models = {}
@@ -737,8 +753,82 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
                        grading.threshold("06_capstone", "model_vs_eager"),
                        tolerances={torch.float16: 1e-2}, allow=MODEL_ALLOW)
 
+# %% [markdown] id="cell-39"
+# ## 7. Generating text: decoding over a KV cache
+#
+# A prefill reads the prompt; **decoding** then writes the answer, one token at a time. Each step
+# feeds one new token per sequence through the model and picks the next from the logits of the last
+# position. Recomputing every earlier token's keys and values at each step would repeat the whole
+# prefill for every new token, so a decoder keeps them: the **KV cache** (`KVCache`: each layer's
+# `k` and `v`, (batch, n_kv_heads, max_seq, head_dim), filled up to `length`). A step computes q, k
+# and v for the new token only, appends its k and v to the cache, and attends from its one query
+# over every cached key: `ops.cached_attention(q, k, v)` with q (batch, n_heads, 1, head_dim) and k,
+# v (batch, n_kv_heads, length, head_dim), the causal mask aligned to the end. That is lesson 04's
+# Exercise 9, which is why section 5 asked for it: grouped-query heads without copies, one query
+# over a long cache, the cache read once per group.
+#
+# `Llama.forward(tokens, ops, cache)` continues what the cache holds, and `Llama.generate(prompt,
+# new_tokens, ops)` decodes greedily (the most likely token each step). The weights are random, so
+# the tokens are not text: what matters here is that each step computes what a full pass over the
+# sequence so far would. **Exercise 5 (2 points)** checks exactly that, on fresh tokens: a prompt
+# through the cache, then a chunk of three tokens, then one token at a time, on your kernels, every
+# position's logits against the PyTorch model run over the whole sequence in float64.
+#
+# Why decoding is a different problem from prefill: a step does 2 FLOPs per weight per sequence,
+# but must read every weight once. At `GPU_CONFIG` that is the 0.43 billion weights of the layers
+# and the output projection, 0.85 GB in fp16, against the H200's measured copy bandwidth of 4.2
+# TB/s: no step at batch 1 can take less than 0.2 ms, whatever the kernels. At batch 1 the matmuls
+# are matrix-vector products, memory-bound like this lesson's fused kernels; larger batches reuse
+# each weight they read. The cell after the check times one step on PyTorch eager,
+# `torch.compile` and your kernels, each replayed from a CUDA graph (as serving engines run
+# decoding), at batch 1 and 16 with 2040 tokens in the cache.
+
+# %% id="cell-40" nbgrader={"grade": true, "grade_id": "test_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 5: decoding over the KV cache on your kernels gives every position the logits of a full
+# pass (fresh tokens; fp32 and fp16; batch 1 and 2).
+def decode_on_your_kernels(tokens, model):
+    """Logits (batch, seq, vocab) for tokens run through a KV cache: the first seq - 4 as a
+    prompt, three as a chunk, the last alone."""
+    cache, ops, seq = KVCache(model, tokens.shape[0]), your_ops(), tokens.shape[1]
+    pieces = [model(tokens[:, :seq - 4], ops, cache),
+              model(tokens[:, seq - 4:seq - 1], ops, cache), model(tokens[:, seq - 1:], ops, cache)]
+    return torch.cat(pieces, dim=1)
+
+
+cases = [{"batch": 1, "seq": 12, "dtype": torch.float32},
+         {"batch": 2, "seq": 9, "dtype": torch.float16}]
+grading.assert_correct(decode_on_your_kernels, model_reference, make_model_inputs, cases,
+                       seeds=(0,), tolerances=MODEL_TOLERANCE, allow=MODEL_ALLOW + ("cat",))
+### BEGIN HIDDEN TESTS
+grading.assert_correct(decode_on_your_kernels, model_reference, make_model_inputs,
+                       [{"batch": 1, "seq": 15, "dtype": torch.float16, "weights": 1}], seeds=(11,),
+                       tolerances=MODEL_TOLERANCE, allow=MODEL_ALLOW + ("cat",))
+### END HIDDEN TESTS
+
+# %% id="cell-41" tags=["demo"]
+grading.require_gpu("timing a decoding step")
+model = Llama(CONFIG, torch.float16)
+compiled_forward = torch.compile(model.forward)
+for batch in (1, 16):
+    tokens = random_tokens(CONFIG, batch, 2041, torch.Generator().manual_seed(batch))
+    steps = {"PyTorch eager": repeatable_decode_step(model, TORCH_OPS, tokens, 2040),
+             "torch.compile": repeatable_decode_step(model, TORCH_OPS, tokens, 2040,
+                                                     compiled_forward),
+             "your kernels": repeatable_decode_step(model, your_ops(), tokens, 2040)}
+    print(f"\none decoding step, batch {batch}, 2040 tokens in the cache")
+    results = bench.compare(steps, graph_below_ms=math.inf)
+    bench.print_table(results, baseline="PyTorch eager")
+    for m in results:
+        print(f"{m.name:<15} {batch / (m.median_ms / 1e3):>10,.0f} tokens/s")
+
+# %% id="cell-42" tags=["demo"]
+prompt = random_tokens(CONFIG, 1, 8, torch.Generator().manual_seed(0))
+small = Llama(CONFIG, DTYPE)
+print("greedy, PyTorch:     ", small.generate(prompt, 8)[0, 8:].tolist())
+print("greedy, your kernels:", small.generate(prompt, 8, your_ops())[0, 8:].tolist())
+
 # %% [markdown] id="cell-36"
-# ## 7. Optional: a real Llama checkpoint
+# ## 8. Optional: a real Llama checkpoint
 #
 # If you have a Llama-architecture checkpoint on disk in the Hugging Face format (a folder with
 # `config.json` and the weights, e.g. a small Llama 3.2 or TinyLlama you downloaded yourself), set
@@ -829,8 +919,9 @@ else:
 # near the roofline on the ones that dominate moves the whole model. Your own GPU's figures are in
 # the cells above.
 #
-# Where to go from here: **decoding** (one token at a time, where the matmuls become matrix-vector
-# products and the time is set by reading the weights, a memory-bound problem like this lesson's
-# kernels); fusing RMSNorm into the matmul that follows it, and the residual add into the norm;
-# **quantised weights** (int8, fp8, int4) dequantised inside the matmul's loads; and a key/value
-# cache that FlashAttention reads in pages (PagedAttention).
+# Where to go from here: **faster decoding** (at batch 1 the matmuls are matrix-vector products and
+# the time is set by reading the weights: split-K matmuls, and attention split over the cache when
+# one sequence cannot fill the GPU, FlashDecoding); fusing RMSNorm into the matmul that follows it,
+# and the residual add into the norm; **quantised weights** (int8, fp8, int4) dequantised inside the
+# matmul's loads, which cut the bytes a decoding step must read; and a key/value cache that
+# FlashAttention reads in pages (PagedAttention).

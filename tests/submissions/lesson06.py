@@ -10,14 +10,16 @@ T_ROPE = "test_rope_correct"
 T_SWIGLU = "test_swiglu_correct"
 T_KERNELS = "test_your_kernels"
 T_MODEL = "test_swapped_model"
+T_DECODE = "test_decoding"   # the model again, decoding over the KV cache
 
-# PyTorch does SwiGLU: Exercise 3a and the model (which calls swiglu in every layer) fail under
-# the guard; so do the timed cells that call swiglu, which need a GPU.
+# PyTorch does SwiGLU: Exercise 3a and the model (which calls swiglu in every layer), in the
+# prefill and decoding, fail under the guard; so do the timed cells that call swiglu, which need
+# a GPU.
 LIBRARY_SHORTCUT = Submission(
     "library_shortcut",
     {SWIGLU: ("    y = torch.empty((rows, hidden), device=h.device, dtype=h.dtype)\n",
               "    return torch.nn.functional.silu(h[:, :hidden]) * h[:, hidden:]\n")},
-    loses=(T_SWIGLU, T_MODEL), reason="LibraryShortcut")
+    loses=(T_SWIGLU, T_MODEL, T_DECODE), reason="LibraryShortcut")
 
 SUBMISSIONS = [
     # RMSNorm without its epsilon: identical wherever mean(x^2) >> 1e-5, so the model's logits (rows
@@ -37,14 +39,14 @@ SUBMISSIONS = [
                        "    x2 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)\n",
                        "    x1 = tl.load(base + HALF, mask=mask, other=0.0).to(tl.float32)\n"
                        "    x2 = tl.load(base, mask=mask, other=0.0).to(tl.float32)\n")},
-               loses=(T_ROPE, T_MODEL), reason="tolerance"),
+               loses=(T_ROPE, T_MODEL, T_DECODE), reason="tolerance"),
     # rope_ rotates a copy and returns it: right values (the checker, which works on a copy,
     # passes), but x itself is not rotated, which the in-place check catches (x's error is above
-    # the tolerance), and the model's q and k stay unrotated.
+    # the tolerance), and the model's q and k stay unrotated (prefill and decoding).
     Submission("rope_not_in_place",
                {ROPE: ("    rope_kernel[(seq, batch)](x, cos",
                        "    x = x.clone()\n    rope_kernel[(seq, batch)](x, cos")},
-               loses=(T_ROPE, T_MODEL), reason="error above the tolerance"),
+               loses=(T_ROPE, T_MODEL, T_DECODE), reason="error above the tolerance"),
     # Attention without the causal mask: every position sees the future. The grouped-query check of
     # Exercise 4a (causal) and the model's logits fail.
     Submission("attention_without_causal_mask",
@@ -53,6 +55,13 @@ SUBMISSIONS = [
                loses=(T_KERNELS, T_MODEL), reason="tolerance",
                details={T_MODEL: ("case (batch=", "first bad element")}),
     LIBRARY_SHORTCUT,
+    # Lesson 04's attention for every shape with its causal mask aligned to the start: the prompt
+    # (as many queries as keys) comes out right, each decoding step's queries miss the keys of
+    # the blocks before the diagonal. Only the decoding check fails: the prefill runs on
+    # flash_attention.
+    Submission("decode_mask_aligned_to_the_start",
+               {KERNELS: ("query + shift, offs_n", "query, offs_n")},
+               loses=(T_DECODE,), reason="tolerance"),
 ]
 
 #: graded on a GPU too (tests/gpu/test_lessons_gpu.py): there the shortcut also loses the timed
