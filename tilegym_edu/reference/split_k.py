@@ -1,0 +1,208 @@
+"""Matmul for the shapes lesson 03's kernels leave slow: split-K for outputs too small to fill
+the GPU, and one tuned entry point that picks, per shape, the fastest of lesson 03's pipelined
+kernel, its persistent tensor-descriptor kernel (where the layout allows descriptors) and
+split-K.
+
+Why split-K: a 256 x 256 output is 4 tiles of 128 x 128, so lesson 03's kernels run 4 programs
+on a GPU of 132 SMs, each walking all of K alone. Split-K also cuts K into SPLIT_K ranges: tile
+x range programs each compute a partial product in float32, and a second kernel adds the
+partials (in a fixed order: the result does not depend on scheduling).
+
+Shapes: ``a`` (M, K), ``b`` (K, N), any strides; the result (M, N) in a's dtype (float16,
+bfloat16 or float32), accumulated in float32. Launch options come in one ``config`` mapping, as
+in `pipelined`.
+"""
+from typing import Mapping
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, launch_persistent,
+                                             matmul_problem, matmul_prune,
+                                             persistent_matmul_kernel, pipelined_matmul,
+                                             pipelined_matmul_kernel, tma_output, tma_problem)
+from tilegym_edu.tiles import grouped_tile
+from tilegym_edu.tune import Config, SearchSpace, autotune, kernel_source
+
+
+@triton.jit
+def split_k_matmul_kernel(a_ptr, b_ptr, partial_ptr, M, N, K, K_PER_SPLIT,
+                          stride_am, stride_ak, stride_bk, stride_bn,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr):
+    """partial[s] = a[:, ks] @ b[ks, :] in float32 for the K range ks = [s * K_PER_SPLIT,
+    min((s + 1) * K_PER_SPLIT, K)) of split s = program_id(1), one BLOCK_M x BLOCK_N tile per
+    program_id(0) in grouped order; partial is (splits, M, N), contiguous. K_PER_SPLIT is a
+    multiple of BLOCK_K. Rows and columns past the edge wrap around (% M, % N), as in lesson 03's
+    pipelined kernel; only each range's last step needs a mask."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    k_start = split * K_PER_SPLIT
+    k_len = tl.minimum(K - k_start, K_PER_SPLIT)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_start + offs_k)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_start + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(k_len, BLOCK_K)):
+        k_left = k_len - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    tl.store(partial_ptr + split * M * N + rows[:, None] * N + cols[None, :], acc, mask=mask)
+
+
+@triton.jit
+def split_k_reduce_kernel(partial_ptr, c_ptr, M, N, SPLITS, stride_cm, stride_cn,
+                          BLOCK: tl.constexpr):
+    """c = the sum over s of partial[s] ((splits, M, N) float32, contiguous), split 0 first,
+    for BLOCK elements of c per program, converted to c's dtype."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < M * N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(SPLITS):
+        acc += tl.load(partial_ptr + s * M * N + offs, mask=mask, other=0.0)
+    rows, cols = offs // N, offs % N
+    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=mask)
+
+
+#: the split-K default: lesson 03's tile, K cut in 16 ranges
+SPLIT_K_DEFAULT = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=16,
+                       num_warps=8, num_stages=4)
+#: elements of c each program of the reduction adds up
+REDUCE_BLOCK = 1024
+
+
+def k_per_split(K: int, split_k: int, block_k: int) -> int:
+    """The length of each K range: K / split_k rounded up to whole BLOCK_K steps."""
+    return triton.cdiv(triton.cdiv(K, split_k), block_k) * block_k
+
+
+@forbidden_in_graded_calls
+def split_k_matmul(a: torch.Tensor, b: torch.Tensor,
+                   config: Mapping[str, object] | None = None) -> torch.Tensor:
+    """a @ b by split-K; ``config`` overrides SPLIT_K_DEFAULT (SPLIT_K is how many K ranges at
+    most: fewer when K is short). Needs (splits, M, N) float32 of scratch memory."""
+    options = {**SPLIT_K_DEFAULT, **(config or {})}
+    split_k = options.pop("SPLIT_K")
+    (M, K), N = a.shape, b.shape[1]
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b {tuple(b.shape)}: a's columns must be "
+                         "b's rows")
+    length = k_per_split(K, split_k, options["BLOCK_K"])
+    splits = max(1, triton.cdiv(K, length))
+    partial = torch.empty((splits, M, N), device=a.device, dtype=torch.float32)
+    tiles = triton.cdiv(M, options["BLOCK_M"]) * triton.cdiv(N, options["BLOCK_N"])
+    split_k_matmul_kernel[(tiles, splits)](a, b, partial, M, N, K, length, a.stride(0),
+                                           a.stride(1), b.stride(0), b.stride(1), **options)
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    split_k_reduce_kernel[(triton.cdiv(M * N, REDUCE_BLOCK),)](
+        partial, c, M, N, splits, c.stride(0), c.stride(1), BLOCK=REDUCE_BLOCK)
+    return c
+
+
+def split_k_prune(config, problem, resources) -> str | None:
+    """lesson 03's limits (shared memory, accumulator registers), and no split shorter than
+    four BLOCK_K steps (the partials would cost more than they save)."""
+    if config["SPLIT_K"] * 4 * config["BLOCK_K"] > problem["K"]:
+        return (f"K = {problem['K']} in {config['SPLIT_K']} ranges leaves fewer than four "
+                f"steps of {config['BLOCK_K']} each")
+    return matmul_prune(config, problem, resources)
+
+
+_SPLIT_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages")
+SPLIT_K_SPACE = SearchSpace(
+    default=Config(**SPLIT_K_DEFAULT),
+    small=[Config(**dict(zip(_SPLIT_NAMES, row))) for row in
+           [(128, 128, 64, 8, 4, 8, 4), (128, 128, 64, 8, 32, 8, 4), (128, 128, 64, 8, 64, 8, 4),
+            (64, 128, 64, 8, 16, 4, 4), (64, 64, 64, 8, 32, 4, 4), (128, 256, 64, 8, 16, 8, 3)]],
+    grid={"BLOCK_M": (64, 128), "BLOCK_N": (64, 128, 256), "BLOCK_K": (64, 128),
+          "GROUP_M": (8,), "SPLIT_K": (2, 4, 8, 16, 32, 64, 128), "num_warps": (4, 8),
+          "num_stages": (3, 4)},
+    prune=split_k_prune, cap=120)
+
+#: the three ways to run a matmul, each with its search space; a configuration of SHAPE_SPACE
+#: names its way in PATH
+PATHS = {"pipelined": PIPELINED_SPACE, "persistent": PERSISTENT_SPACE, "split_k": SPLIT_K_SPACE}
+
+
+def _with_path(path: str, config: Config) -> Config:
+    return Config(**config, PATH=path)
+
+
+def shape_prune(config, problem, resources) -> str | None:
+    """A path's own prune, and no persistent configuration where tensor descriptors cannot read
+    the inputs (problem["tma"] says why not)."""
+    path = config["PATH"]
+    if path == "persistent" and problem["tma"]:
+        return f"the persistent kernel reads through tensor descriptors: {problem['tma']}"
+    own = {k: v for k, v in config.items() if k != "PATH"}
+    return PATHS[path].prune(own, problem, resources)
+
+
+#: every path's candidates in one space: the tuner races them all and caches the winner, PATH
+#: included, per shape; the default (level 0, and what the interpreter runs) is lesson 03's
+SHAPE_SPACE = SearchSpace(
+    default=_with_path("pipelined", PIPELINED_SPACE.default),
+    small=[_with_path(path, c) for path, space in PATHS.items()
+           for c in (space.default, *space.small)],
+    prune=shape_prune)
+
+
+class _ShapeKernels:
+    """What the tuner keys SHAPE_SPACE's results on: the source of every kernel a path runs."""
+
+    __name__ = "shape_matmul"
+
+    @property
+    def src(self) -> str:
+        return "\n".join(kernel_source(k) for k in (
+            pipelined_matmul_kernel, persistent_matmul_kernel, split_k_matmul_kernel,
+            split_k_reduce_kernel))
+
+
+SHAPE_KERNELS = _ShapeKernels()
+
+
+def run_path(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, object]) -> torch.Tensor:
+    """a @ b on the path config["PATH"] names, with the rest of config as its options."""
+    path = config["PATH"]
+    options = {k: v for k, v in config.items() if k != "PATH"}
+    if path == "pipelined":
+        return pipelined_matmul.__wrapped__(a, b, options)
+    if path == "split_k":
+        return split_k_matmul.__wrapped__(a, b, options)
+    c = tma_output.__wrapped__(a, b)
+    launch_persistent.__wrapped__(a, b, c, options)
+    return c
+
+
+def shape_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
+    """lesson 03's problem, and why tensor descriptors cannot read a and b ("" when they can)."""
+    c_row_bytes = b.shape[1] * a.element_size()
+    tma = tma_problem(a, b) or ("" if c_row_bytes % 16 == 0 else
+                                f"c's rows would be {c_row_bytes} bytes: not a multiple of 16")
+    return {**matmul_problem(a, b), "tma": tma}
+
+
+@forbidden_in_graded_calls
+def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tensor:
+    """a @ b on whichever of the pipelined, persistent and split-K kernels the tuner found
+    fastest for this shape (once per shape, then cached; the winner's PATH is in the cache)."""
+    result = autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
+                      lambda config: run_path(a, b, config), level=level)
+    return run_path(a, b, result.config)
+
+
+forbidden_in_graded_calls(split_k_matmul_kernel)
+forbidden_in_graded_calls(split_k_reduce_kernel)
