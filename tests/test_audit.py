@@ -191,3 +191,19 @@ def test_the_known_wrong_submissions_are_wrong_in_kernel_code_not_refused_by_the
             prepared = submission.prepare(release, theirs)
             assert not prepared.refused, (lesson, sub.name, prepared.refused)
         assert names
+
+
+def test_every_module_of_the_package_a_learner_may_not_import_is_also_out_of_reach():
+    """A new module of the course glue (say, grade-class's workers) is unreachable through
+    `tilegym_edu.<module>` too, not only by import: each module of the package is either one a
+    learner may import or a forbidden module part."""
+    from pathlib import Path
+
+    import tilegym_edu
+    package = Path(tilegym_edu.__file__).parent
+    names = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
+    names += [p.name for p in package.iterdir() if (p / "__init__.py").is_file()]
+    missing = [name for name in names
+               if f"tilegym_edu.{name}" not in audit.ALLOWED_IMPORTS
+               and f"tilegym_edu.{name}" not in audit.FORBIDDEN_MODULE_PARTS]
+    assert not missing, f"add to audit.FORBIDDEN_MODULE_PARTS (or ALLOWED_IMPORTS): {missing}"

@@ -57,7 +57,7 @@ ALLOWED_IMPORTS = frozenset({
     "triton.testing",
     "tilegym_edu", "tilegym_edu.device", "tilegym_edu.tune", "tilegym_edu.bench",
     "tilegym_edu.check", "tilegym_edu.roofline", "tilegym_edu.specs", "tilegym_edu.traffic",
-    "tilegym_edu.ceilings", "tilegym_edu.progress",
+    "tilegym_edu.ceilings", "tilegym_edu.progress", "tilegym_edu.tiles",
 })
 
 #: builtins and IPython names a learner's cell may not use at all
@@ -83,7 +83,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "tolist", "numpy", "item", "untyped_storage", "storage", "apply_", "map_", "map2_",
     "handle",     # the numpy data of a value in Triton's interpreter
     # the course's reference kernels and grading machinery
-    "reference", "grading", "course", "classroom", "audit", "sandbox", "submission", "cli",
+    "reference", "grading", "course", "classroom", "class_worker", "class_state",
+    "class_gradebook", "audit", "sandbox", "submission", "cli",
 })
 _FORBIDDEN_PREFIXES = ("register_", "set_", "_")
 
@@ -104,7 +105,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     # the course's reference kernels and its grading machinery
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
     "tilegym_edu.build", "tilegym_edu.autograde", "tilegym_edu.grade_report",
-    "tilegym_edu.classroom", "tilegym_edu.audit", "tilegym_edu.sandbox",
+    "tilegym_edu.classroom", "tilegym_edu.class_worker", "tilegym_edu.class_state",
+    "tilegym_edu.class_gradebook", "tilegym_edu.audit", "tilegym_edu.sandbox",
     "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat",

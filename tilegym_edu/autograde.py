@@ -43,7 +43,7 @@ def _read_notebook(path: Path) -> nbformat.NotebookNode:
 def _forget_submission(root: Path, lesson: str, student: str) -> None:
     """Remove ``student``'s earlier grading of ``lesson`` from the gradebook, so nothing it
     left there (a score, a comment, extra credit) survives a regrade."""
-    with Gradebook(gradebook_url(root)) as gradebook, _quiet_gradebook():
+    with Gradebook(gradebook_url(root)) as gradebook, quiet_gradebook():
         try:
             gradebook.remove_submission(lesson, student)
         except MissingEntry:
@@ -121,7 +121,7 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     kernel_box = (sandbox.sandboxed([root / "solutions", root / ".grading", *hide],
                                     [autograded_dir]) if sandboxed else contextlib.nullcontext())
     try:
-        with kernel_box, _quiet_gradebook():
+        with kernel_box, quiet_gradebook():
             require_success(api.autograde(lesson, student, force=True, create=True), "autograde")
             for name, p in prepared.items():
                 _zero_missing(root, lesson, student, name, p.missing)
@@ -129,7 +129,7 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     finally:
         del os.environ[GRADING_ENV]
     exercises, feedback, cells = [], [], []
-    with Gradebook(gradebook_url(root)) as gradebook, _quiet_gradebook():
+    with Gradebook(gradebook_url(root)) as gradebook, quiet_gradebook():
         for name, p in prepared.items():
             autograded = autograded_dir / f"{name}.ipynb"
             exercises += exercise_results(autograded, name, lesson, student, gradebook, p, exercise)
@@ -140,7 +140,7 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
 
 
 @contextlib.contextmanager
-def _quiet_gradebook():
+def quiet_gradebook():
     """nbgrader's gradebook raises SQLAlchemy session warnings on every grading that say
     nothing a learner can act on: keep them off the learner's screen."""
     with warnings.catch_warnings():

@@ -7,8 +7,11 @@
     tilegym-edu grade LESSON --exercise ID   only that exercise (and what it needs)
     tilegym-edu grade LESSON --profile       also the slowest cells: where the time went
     tilegym-edu grade LESSON --submission FOLDER   someone else's notebook, in a sandbox
-    tilegym-edu grade-class LESSON FOLDER [--csv PATH]   instructors: every student's notebook,
-                                       each in a sandbox (--no-sandbox: only for trusted work)
+    tilegym-edu grade-class LESSON FOLDER [--csv PATH] [--workers N] [--force]   instructors:
+                                       every student's notebook, each in a sandbox
+                                       (--no-sandbox: only for trusted work), N at once (default
+                                       one per GPU, each on its own), only what is new, changed
+                                       or failed since the last run unless --force
     tilegym-edu generate [LESSON ...]  rebuild solutions/ from the lesson sources (.py), then
                                        notebooks/ from solutions/ (maintainers; --from-notebooks:
                                        the sources from edited solutions/ notebooks)
@@ -152,9 +155,11 @@ def grade(args: argparse.Namespace) -> int:
 def grade_class(args: argparse.Namespace) -> int:
     from tilegym_edu import classroom
     results = classroom.grade_class(args.lesson, Path(args.folder),
-                                    sandboxed=_sandbox_wanted(args, default=True))
+                                    sandboxed=_sandbox_wanted(args, default=True),
+                                    workers=args.workers, force=args.force)
     for r in results:
-        print(r.report.format_table() if r.report else f"{r.student}: not graded: {r.error}")
+        if not r.earlier:
+            print(r.report.format_table() if r.report else f"{r.student}: not graded: {r.error}")
     out = Path(args.csv or f"{args.lesson}-grades.csv")
     classroom.write_csv(results, out)
     print(f"summary of {len(results)} students: {out}")
@@ -209,6 +214,12 @@ def parser() -> argparse.ArgumentParser:
     gc.add_argument("lesson")
     gc.add_argument("folder", help="one sub-folder per student, named by the student id")
     gc.add_argument("--csv", help="summary file (default: LESSON-grades.csv)")
+    gc.add_argument("--workers", type=int, metavar="N",
+                    help="grade N submissions at once, each worker on a GPU of its own "
+                         "(default: one per visible GPU; without a GPU 1, N CPU workers)")
+    gc.add_argument("--force", action="store_true",
+                    help="grade every submission again, also those unchanged since their last "
+                         "grading (kept in .grading/classes/LESSON.json)")
     _sandbox_flags(gc)
     gc.set_defaults(run=grade_class)
     ge = sub.add_parser("generate", help="rebuild solutions/ notebooks from their .py sources, "

@@ -100,6 +100,14 @@ def report_json(report: GradeReport) -> str:
     return json.dumps(report.to_dict(), indent=2)
 
 
+def report_from_dict(data: dict) -> GradeReport:
+    """The report that :meth:`GradeReport.to_dict` (or :func:`report_json`) wrote."""
+    fields = {k: v for k, v in data.items() if k not in ("points", "max_points")}
+    return GradeReport(**{**fields,
+                          "exercises": [ExerciseResult(**e) for e in data["exercises"]],
+                          "cells": [CellTime(**c) for c in data["cells"]]})
+
+
 def _error_of(cell) -> tuple[str, str]:
     """(error name, one-line reason) of a cell's error output, or ('', '') if it has none."""
     for output in cell.get("outputs", []):
