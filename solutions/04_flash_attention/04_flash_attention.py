@@ -74,9 +74,8 @@ from tilegym_edu.reference import attention as reference     # the course's refe
 from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
-# the general forward's search space, problem description, input validator and largest head size
-from tilegym_edu.reference.flash import (FLASH_SPACE, MAX_HEAD_DIM, check_flash_inputs,
-                                         flash_problem)
+# the general forward's search space, problem description and input validator
+from tilegym_edu.reference.flash import FLASH_SPACE, check_flash_inputs, flash_problem
 # the backward's search spaces, its problem description, the tuning loop and a stride helper
 from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
                                                   head_strides, tune_backward)
@@ -1293,7 +1292,7 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 # Write `flash_forward(q, k, v, causal=False, config=None, level=1)`, returning `(o, lse)`:
 #
 # - `q` is (batch, heads, seq_q, head_dim); `k` and `v` are (batch, kv_heads, seq_k, head_dim),
-#   `heads` a multiple of `kv_heads`; `head_dim` 1 to `MAX_HEAD_DIM` (256); `seq_q <= seq_k` when
+#   `heads` a multiple of `kv_heads`; `head_dim` 1 to 256; `seq_q <= seq_k` when
 #   causal. Any strides with the last dimension contiguous; fp16, fp32 (and bf16 on a GPU). Call
 #   `check_flash_inputs(q, k, v, causal)` first (imported: it says what to change).
 # - `o` has `q`'s shape and dtype; `lse` is (batch, heads, seq_q) float32, in log2 units.
