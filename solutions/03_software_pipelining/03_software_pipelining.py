@@ -19,6 +19,8 @@
 # 4. **Persistent kernels and the tensor memory accelerator (TMA)** on Hopper and later GPUs: one
 #    program per SM walking over tiles, loading them through tensor descriptors without a single
 #    mask.
+# 5. **Split-K**, for outputs too small to give every SM a tile: the $K$ loop cut into ranges that
+#    run at once, and their partial products added by a second kernel.
 #
 # | exercise | points | graded |
 # | --- | --- | --- |
@@ -28,6 +30,7 @@
 # | 3. its speed: over the same kernel unpipelined, and against cuBLAS | 2 + 2 | GPU only |
 # | 4. the persistent tensor-descriptor matmul: correct | 3 | interpreter, or GPU of CC 9.0+ |
 # | 4. its speed against cuBLAS | 2 | GPU of CC 9.0+ |
+# | 5. split-K: correct on odd shapes, and it stores exactly its partials | 3 + 2 | everywhere |
 #
 # **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
 # Cells marked *Exercise* are graded by `tilegym-edu grade 03_software_pipelining` (or
@@ -61,6 +64,8 @@ from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
 from tilegym_edu.reference import pipelined as reference
 # helpers for Exercise 4
 from tilegym_edu.reference.pipelined import persistent_grid_size, tma_problem
+# ... and Exercise 5: split-K's default configuration and the reduction's block
+from tilegym_edu.reference.split_k import REDUCE_BLOCK, SPLIT_K_DEFAULT
 from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 
 print(device.banner())
@@ -1086,8 +1091,133 @@ persistent_matmul(*input_sets[0])   # tuned once here (or found in the cache), o
 grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_reference,
                        torch.float16, limit, flops=2 * 8192 * 8192 * 512)
 
+# %% [markdown] id="cell-51"
+# ## 7. Split-K: when the output is too small to fill the GPU
+#
+# Every kernel so far gives each program one tile of the output and lets it walk all of $K$. That
+# needs enough tiles. A 256 x 256 output, say the product of two long and thin matrices in a
+# gradient (256 x 524288 times 524288 x 256), has 4 tiles of 128 x 128: 4 programs for a GPU
+# with `SMS` SMs (132 on an H200), each walking $K$ = 524288 alone in 8192 steps of 64 while the
+# other SMs idle. No configuration of lesson 03's kernels helps: smaller tiles give at most 64
+# programs of 32 x 32, with a quarter of the data reuse.
+#
+# **Split-K** also cuts the $K$ loop: with `SPLIT_K` = 64 ranges of 8192, the 4 tiles become 256
+# programs. Each writes its partial product in float32 to a scratch buffer of (splits, M, N), and a
+# second kernel adds the partials of each element, in a fixed order, so the result is the same on
+# every run (adding them with atomics instead would be faster to write and would not be). The
+# price is that buffer: written once and read once, `2 * splits * M * N * 4` bytes, here 33.6 MB
+# against the 537 MB of `a` and `b`, 6%. For a square 4096³ product with 4 splits it would be 537 MB
+# against 67 MB: split-K pays only when there are too few tiles and plenty of $K$. Which path is
+# fastest for a shape, the tuner can decide: the course's `tilegym_edu/reference/split_k.py` has a
+# `shape_matmul` whose search space holds the pipelined, persistent and split-K kernels' candidates
+# together, so the race picks the path as well as the tiles.
+#
+# ## Exercise 5 (3 + 2 points): split-K
+#
+# Write `split_k_matmul(a, b, config=None)`:
+#
+# - `a` (M, K) and `b` (K, N), any strides, fp16 or fp32; the result (M, N) in `a`'s dtype,
+#   accumulated in float32. A `ValueError` when `a`'s columns are not `b`'s rows.
+# - `config` overrides `SPLIT_K_DEFAULT` (imported): lesson 03's block names, `GROUP_M`, warps and
+#   stages, and `SPLIT_K`, how many ranges at most. Each range is `K / SPLIT_K` rounded up to whole
+#   `BLOCK_K` steps (`k_per_split`), so a short $K$ gets fewer ranges, never an empty one.
+# - Two kernels: `split_k_matmul_kernel`, one program per (tile, range), storing its float32 partial
+#   into the scratch buffer, and `split_k_reduce_kernel`, `REDUCE_BLOCK` (imported) elements of the
+#   output per program, adding the partials split 0 first and storing the output once.
+#
+# Exercise 5a checks odd shapes (edges that are not multiples of a block, ranges ending inside a
+# `BLOCK_K` step, more splits than $K$ has steps, a transposed `b`) in fp16 and fp32, and that two
+# calls give the same bits. Exercise 5b counts the bytes it stores in the interpreter: exactly the
+# partials of every range and the output once. On a GPU the cell after them times the 256 x 256 x
+# 524288 product with `SPLIT_K` from 1 to 128 against cuBLAS.
+
+# %% id="cell-52" nbgrader={"grade": false, "grade_id": "split_k_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# include: tilegym_edu/reference/split_k.py split_k_matmul_kernel solution
+
+
+# include: tilegym_edu/reference/split_k.py split_k_reduce_kernel solution
+
+
+# include: tilegym_edu/reference/split_k.py k_per_split solution
+
+
+# include: tilegym_edu/reference/split_k.py split_k_matmul solution
+
+# %% id="cell-53" nbgrader={"grade": false, "grade_id": "split_k_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def make_split_k_inputs(case, generator):
+    """(a, b, config) for case = {"M", "N", "K", "dtype", "split"}: a and b standard normal
+    (case["transposed"]: b as the .t() view of an (N, K) tensor), and small blocks (16 x 32 x 16)
+    with SPLIT_K = case["split"]."""
+    M, N, K, dtype = case["M"], case["N"], case["K"], case["dtype"]
+    a = check.random_tensor((M, K), dtype, generator)
+    if case.get("transposed"):
+        b = check.random_tensor((N, K), dtype, generator).t()
+    else:
+        b = check.random_tensor((K, N), dtype, generator)
+    config = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, SPLIT_K=case["split"],
+                  num_warps=4, num_stages=2)
+    return a, b, config
+
+
+for result in check.check(split_k_matmul, matmul_reference, make_split_k_inputs, seeds=[0],
+                          cases=[{"M": 20, "N": 40, "K": 200, "dtype": torch.float16,
+                                  "split": 4}]):
+    print(result.describe())
+
+# %% id="cell-54" nbgrader={"grade": true, "grade_id": "test_split_k_correct", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# Exercise 5a: split_k_matmul is correct on odd shapes and splits, and gives the same bits twice.
+cases = [
+    {"M": 17, "N": 45, "K": 200, "dtype": torch.float32, "split": 3},
+    {"M": 5, "N": 7, "K": 33, "dtype": torch.float16, "split": 8},
+    {"M": 40, "N": 33, "K": 129, "dtype": torch.float16, "split": 4, "transposed": True},
+    {"M": 1, "N": 1, "K": 1, "dtype": torch.float32, "split": 2},
+]
+grading.assert_correct(split_k_matmul, matmul_reference, make_split_k_inputs, cases,
+                       seeds=(0, 1))
+a, b, config = make_split_k_inputs({"M": 16, "N": 32, "K": 256, "dtype": torch.float32,
+                                    "split": 8}, torch.Generator().manual_seed(0))
+first, second = (grading.guarded_call(split_k_matmul, (a, b, config)) for _ in range(2))
+assert torch.equal(first, second), (
+    "two calls on the same inputs gave different bits: add the partials in a fixed order "
+    "(split 0 first), not with atomics")
+try:
+    split_k_matmul(a, b[:-1], config)
+except ValueError:
+    pass
+else:
+    raise AssertionError("split_k_matmul accepted a (16, 256) a with a (255, 32) b: raise a "
+                         "ValueError")
+### BEGIN HIDDEN TESTS
+grading.assert_correct(split_k_matmul, matmul_reference, make_split_k_inputs,
+                       [{"M": 33, "N": 17, "K": 300, "dtype": torch.float16, "split": 16}],
+                       seeds=(11,))
+### END HIDDEN TESTS
+
+# %% id="cell-55" nbgrader={"grade": true, "grade_id": "test_split_k_stores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 5b: split_k_matmul stores every range's float32 partial and the output, once each.
+M, N, K = 24, 40, 160
+a, b, config = make_split_k_inputs({"M": M, "N": N, "K": K, "dtype": torch.float16, "split": 5},
+                                   torch.Generator().manual_seed(0))
+splits = triton.cdiv(K, k_per_split(K, 5, config["BLOCK_K"]))
+grading.assert_traffic(split_k_matmul, (a, b, config), matmul_reference, torch.float16,
+                       what=f"{M} x {N} x {K} in {splits} ranges",
+                       stores=splits * M * N * 4 + M * N * a.element_size(),
+                       store_hint=f": {splits} float32 partials of {M} x {N} (one per range) "
+                                  "and the output once")
+
+# %% id="cell-56" tags=["demo"]
+grading.require_gpu("timing split-K")
+a = torch.randn(256, 524288, device=DEVICE, dtype=torch.float16)
+b = torch.randn(524288, 256, device=DEVICE, dtype=torch.float16)
+fns = {"cuBLAS": lambda: a @ b,
+       "lesson 03's pipelined, default": lambda: reference.pipelined_matmul(a, b)}
+for split in (1, 4, 16, 64, 128):
+    fns[f"split-K, SPLIT_K={split}"] = (lambda split=split:
+                                        split_k_matmul(a, b, {"SPLIT_K": split}))
+bench.print_table(bench.compare(fns, flops=2 * 256 * 256 * 524288), baseline="cuBLAS")
+
 # %% [markdown] id="cell-48"
-# ## 7. The ladder
+# ## 8. The ladder
 #
 # Every version of the course's matmul so far, on the same fp16 inputs: lesson 01's naive kernel,
 # lesson 02's tiled kernel, your pipelined kernel with its default configuration and tuned, the

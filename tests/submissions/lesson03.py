@@ -9,6 +9,9 @@ SCHEDULE = "test_pipeline_schedule"
 CORRECT = "test_matmul_correct"
 UNPIPELINED = "test_pipelined_vs_unpipelined"
 CUBLAS = "test_pipelined_vs_cublas"
+SPLIT_K = "split_k_solution"
+SPLIT_CORRECT = "test_split_k_correct"
+SPLIT_STORES = "test_split_k_stores"
 
 # Every configuration of the search space with num_stages=1: correct everywhere, and on a GPU
 # (where autotune really picks from the space) as slow as the unpipelined baseline.
@@ -69,6 +72,20 @@ SUBMISSIONS = [
                loses=("test_persistent_correct",), reason="NaN"),
     NUM_STAGES_FORCED_TO_1,
     AUTOTUNES_EVERY_CALL,
+    # Every range stores its partial at split 0's place: they overwrite one another, and the
+    # reduction adds one range's partial to scratch memory no one wrote (whatever it holds: the
+    # reason may be a tolerance or a NaN). The store count is still right, but the traffic check
+    # compares the output too.
+    Submission("partials_in_one_slot",
+               {SPLIT_K: ("partial_ptr + split * M * N + rows", "partial_ptr + rows")},
+               loses=(SPLIT_CORRECT, SPLIT_STORES),
+               details={SPLIT_CORRECT: ("checks failed",), SPLIT_STORES: ("output is wrong",)}),
+    # K is never split (one range, whatever SPLIT_K says): the right product, but nothing of
+    # split-K, which the store count shows.
+    Submission("split_k_ignored",
+               {SPLIT_K: ('length = k_per_split(K, split_k, options["BLOCK_K"])',
+                          'length = k_per_split(K, 1, options["BLOCK_K"])')},
+               loses=(SPLIT_STORES,), reason="stored"),
 ]
 
 #: graded on a GPU too (tests/gpu/test_lessons_gpu.py): there both lose the two speed cells of

@@ -12,8 +12,6 @@ Shapes: ``a`` (M, K), ``b`` (K, N), any strides; the result (M, N) in a's dtype 
 bfloat16 or float32), accumulated in float32. Launch options come in one ``config`` mapping, as
 in `pipelined`.
 """
-from typing import Mapping
-
 import torch
 import triton
 import triton.language as tl
@@ -89,10 +87,9 @@ def k_per_split(K: int, split_k: int, block_k: int) -> int:
 
 
 @forbidden_in_graded_calls
-def split_k_matmul(a: torch.Tensor, b: torch.Tensor,
-                   config: Mapping[str, object] | None = None) -> torch.Tensor:
-    """a @ b by split-K; ``config`` overrides SPLIT_K_DEFAULT (SPLIT_K is how many K ranges at
-    most: fewer when K is short). Needs (splits, M, N) float32 of scratch memory."""
+def split_k_matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:
+    """a @ b by split-K; ``config`` (a mapping) overrides SPLIT_K_DEFAULT (SPLIT_K is how many K
+    ranges at most: fewer when K is short). Needs (splits, M, N) float32 of scratch memory."""
     options = {**SPLIT_K_DEFAULT, **(config or {})}
     split_k = options.pop("SPLIT_K")
     (M, K), N = a.shape, b.shape[1]
@@ -174,8 +171,8 @@ class _ShapeKernels:
 SHAPE_KERNELS = _ShapeKernels()
 
 
-def run_path(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, object]) -> torch.Tensor:
-    """a @ b on the path config["PATH"] names, with the rest of config as its options."""
+def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
+    """a @ b on the path config["PATH"] (a mapping) names, with the rest of it as options."""
     path = config["PATH"]
     options = {k: v for k, v in config.items() if k != "PATH"}
     if path == "pipelined":
