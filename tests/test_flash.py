@@ -46,7 +46,7 @@ def test_forward_matches_float64_on_every_shape(causal, config):
     """Also with key blocks wider than query blocks, which lesson 04's kernel cannot take."""
     results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal, config=config)[0],
                     lambda q, k, v: flash.attention_reference(q, k, v, causal),
-                    make_inputs, cases(), seeds=range(3))
+                    make_inputs, cases(), seeds=range(2))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
@@ -88,7 +88,7 @@ def test_backward_matches_float64_on_every_shape(causal, configs):
                                         backward_configs=configs)
     results = check(gradients(ours),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
-                    make_backward_inputs, cases(), seeds=range(2))
+                    make_backward_inputs, cases(), seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
