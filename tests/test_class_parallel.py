@@ -9,21 +9,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from tests.test_classroom import SANDBOX_FLAG, submit, tiny_lesson
+from tests.test_classroom import SANDBOX_FLAG, class_of_three, submit
 from tilegym_edu import class_state, classroom, cli, course
-
-
-def class_of_three(tmp_path):
-    """A tiny course and a class folder: ada right, bob wrong, eve's notebook not JSON."""
-    root = tmp_path / "course"
-    nb = tiny_lesson(root)
-    wrong = nbformat.from_dict(nb)
-    wrong.cells[0].source = "def double(x):\n    return x + 2"
-    folder = tmp_path / "submissions"
-    submit(folder, "ada", nb)
-    submit(folder, "bob", wrong)
-    submit(folder, "eve", text="{ this is not a notebook")
-    return root, folder, nb
 
 
 def gradebook_points(root, student):

@@ -38,8 +38,9 @@ def submit(folder, student, nb=None, text=None):
     path.write_text(text) if text is not None else nbformat.write(nb, path)
 
 
-@pytest.mark.slow
-def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capfd):
+def class_of_three(tmp_path):
+    """A tiny course and a class folder: ada right, bob wrong, eve's notebook not JSON.
+    Returns (course root, class folder, the right notebook)."""
     root = tmp_path / "course"
     nb = tiny_lesson(root)
     wrong = nbformat.from_dict(nb)
@@ -48,6 +49,12 @@ def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capfd):
     submit(folder, "ada", nb)
     submit(folder, "bob", wrong)
     submit(folder, "eve", text="{ this is not a notebook")
+    return root, folder, nb
+
+
+@pytest.mark.slow
+def test_a_class_is_graded_into_a_csv(tmp_path, monkeypatch, capfd):
+    root, folder, _ = class_of_three(tmp_path)
     monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
     out = tmp_path / "grades.csv"
     assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(out), *SANDBOX_FLAG]) == 0

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference.flash import check_flash_inputs, flash_forward
+from tilegym_edu.reference.flash import flash_forward
 from tilegym_edu.tune import Config, SearchSpace, TuneResult, autotune
 
 
@@ -289,8 +289,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q k^T / sqrt(head_dim)) v on the FlashAttention kernels, differentiable:
     ``loss.backward()`` fills q.grad, k.grad and v.grad. Shapes as `flash` says (grouped
     heads, fewer queries than keys, any head size up to 256); configurations tuned unless
-    given (``backward_configs`` as `flash_backward` takes them)."""
-    check_flash_inputs(q, k, v, causal)
+    given (``backward_configs`` as `flash_backward` takes them). Inputs are checked by
+    flash_forward, with the same errors."""
     return FlashAttention.apply(q, k, v, causal, forward_config, backward_configs)
 
 
