@@ -31,6 +31,7 @@
 # | 4. the persistent tensor-descriptor matmul: correct | 3 | interpreter, or GPU of CC 9.0+ |
 # | 4. its speed against cuBLAS | 2 | GPU of CC 9.0+ |
 # | 5. split-K: correct on odd shapes, and it stores exactly its partials | 3 + 2 | everywhere |
+# | 5. split-K's speed against cuBLAS on a 256 x 256 output | 2 | GPU only |
 #
 # **Grading.** *GPU only* cells are graded on a GPU; without one the grader marks them *needs GPU*.
 # Cells marked *Exercise* are graded by `tilegym-edu grade 03_software_pipelining` (or
@@ -1112,7 +1113,7 @@ grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_refer
 # `shape_matmul` whose search space holds the pipelined, persistent and split-K kernels' candidates
 # together, so the race picks the path as well as the tiles.
 #
-# ## Exercise 5 (3 + 2 points): split-K
+# ## Exercise 5 (3 + 2 + 2 points): split-K
 #
 # Write `split_k_matmul(a, b, config=None)`:
 #
@@ -1128,8 +1129,9 @@ grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_refer
 # Exercise 5a checks odd shapes (edges that are not multiples of a block, ranges ending inside a
 # `BLOCK_K` step, more splits than $K$ has steps, a transposed `b`) in fp16 and fp32, and that two
 # calls give the same bits. Exercise 5b counts the bytes it stores in the interpreter: exactly the
-# partials of every range and the output once. On a GPU the cell after them times the 256 x 256 x
-# 524288 product with `SPLIT_K` from 1 to 128 against cuBLAS.
+# partials of every range and the output once. On a GPU, Exercise 5c times the 256 x 256 x 524288
+# product with `SPLIT_K` = 32 (4 tiles x 32 ranges: 128 programs for the H200's 132 SMs) against
+# cuBLAS, and the cell after it sweeps `SPLIT_K` from 1 to 128.
 
 # %% id="cell-52" nbgrader={"grade": false, "grade_id": "split_k_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/split_k.py split_k_matmul_kernel solution
@@ -1204,6 +1206,16 @@ grading.assert_traffic(split_k_matmul, (a, b, config), matmul_reference, torch.f
                        stores=splits * M * N * 4 + M * N * a.element_size(),
                        store_hint=f": {splits} float32 partials of {M} x {N} (one per range) "
                                   "and the output once")
+
+# %% id="cell-57" nbgrader={"grade": true, "grade_id": "test_split_k_vs_cublas", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# Exercise 5c: split-K against cuBLAS at 256 x 256 x 524288, fp16, SPLIT_K = 32 (GPU only).
+grading.require_gpu("the speed of your split-K matmul against cuBLAS")
+limit = grading.threshold("03_software_pipelining", "split_k_vs_cublas")
+input_sets = [make_matmul_inputs({"M": 256, "N": 256, "K": 524288, "dtype": torch.float16},
+                                 torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+grading.assert_speedup(lambda a, b: split_k_matmul(a, b, {"SPLIT_K": 32}), torch.matmul,
+                       input_sets, matmul_reference, torch.float16, limit,
+                       flops=2 * 256 * 256 * 524288)
 
 # %% id="cell-56" tags=["demo"]
 grading.require_gpu("timing split-K")
