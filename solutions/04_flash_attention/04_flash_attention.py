@@ -1232,8 +1232,9 @@ q, k, v, o, lse, do, *_ = input_sets[0]
 
 
 def sdpa_backward(backend):
-    """The backward alone of SDPA with `backend`: its forward runs once, here."""
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    """The backward alone of SDPA with `backend`: its forward runs once, here, on copies (the
+    timing refills q, k and v in place, which autograd would refuse in tensors it saved)."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     out = sdpa(*leaves, backend, causal=True)
     return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
 
