@@ -131,11 +131,27 @@ def _flush_buffer() -> torch.Tensor:
     return torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
 
 
+def default_generator() -> torch.Generator:
+    """The default CUDA generator of the current device (what torch.randn on the GPU draws from)."""
+    return torch.cuda.default_generators[torch.cuda.current_device()]
+
+
+def recover_from_failed_capture(rng_state: torch.Generator) -> None:
+    """After a capture that failed half-way, PyTorch leaves the default CUDA generator in
+    capture mode (every later random op raises "Offset increment outside graph capture"):
+    give it back ``rng_state`` (``default_generator().clone_state()`` taken before the
+    capture), and wait for the GPU."""
+    default_generator().graphsafe_set_state(rng_state)
+    torch.cuda.synchronize()
+
+
 def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
     """``fn`` captured in a CUDA graph (replaying it relaunches the same work), or None if
-    ``fn`` cannot be captured (it synchronizes, or runs host code that must run every time)."""
+    ``fn`` cannot be captured (it synchronizes, runs host code that must run every time, or
+    works on other threads, as autograd's backward does)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
+    rng_state = default_generator().clone_state()
     try:
         with torch.cuda.stream(stream):
             fn()  # the capture must not be a first call: allocations and compilation happen here
@@ -144,7 +160,7 @@ def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
         with torch.cuda.graph(graph):
             fn()
     except RuntimeError:
-        torch.cuda.synchronize()
+        recover_from_failed_capture(rng_state)
         return None
     return graph.replay
 

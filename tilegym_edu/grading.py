@@ -332,14 +332,6 @@ def _held_tensors(args: Sequence[Any]) -> list[tuple[torch.Tensor, torch.Tensor]
     return [(t, t.detach().clone()) for t in found.values()]
 
 
-def _recover_from_failed_capture(generator: torch.Generator, rng_state: torch.Generator) -> None:
-    """After a capture that failed half-way, PyTorch leaves the default CUDA generator in
-    capture mode (every later random op raises "Offset increment outside graph capture"):
-    give it back a state taken before the capture, and wait for the GPU."""
-    generator.graphsafe_set_state(rng_state)
-    torch.cuda.synchronize()
-
-
 class _CapturedCall:
     """One guarded call of the candidate on one input set, captured in a CUDA graph: what the
     timer replays is exactly the work that ran under the shortcut guard, and a candidate
@@ -353,15 +345,14 @@ class _CapturedCall:
             guarded_call(candidate, args, allow)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        generator = torch.cuda.default_generators[torch.cuda.current_device()]
-        rng_state = generator.clone_state()
+        rng_state = bench.default_generator().clone_state()
         try:
             # no NaN fills inside the graph: they would be timed; measure_speed poisons the
             # outputs once before the timed replays instead
             with torch.cuda.graph(self.graph):
                 self.output = guarded_call(candidate, args, allow, poison=False)
         except Exception as exc:  # noqa: BLE001 - any capture failure: say what it means
-            _recover_from_failed_capture(generator, rng_state)
+            bench.recover_from_failed_capture(rng_state)
             if isinstance(exc, LibraryShortcut):
                 raise
             raise AssertionError(

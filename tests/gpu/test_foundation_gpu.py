@@ -51,6 +51,17 @@ def test_graph_below_ms_decides_which_calls_are_graphed():
     assert raised.median_ms < default.median_ms
 
 
+def test_a_call_that_cannot_be_graphed_runs_as_it_is_and_leaves_random_numbers_working():
+    """A call that synchronizes (here .item(); autograd's backward, which runs on threads of its
+    own, is another) fails its capture half-way; the timing falls back to plain calls, and the
+    GPU's generator is not left in capture mode (lesson 04's Exercise 8b, then a torch.randn on
+    the GPU in Exercise 9a, failed so on 2026-12-01)."""
+    x = torch.randn(4096, device="cuda")
+    m = bench.bench(lambda: scale(x).sum().item(), bytes=2 * x.nbytes, graph_below_ms=1e9)
+    assert not m.cuda_graph and m.runs >= 5
+    assert torch.randn(8, device="cuda").isfinite().all()
+
+
 def test_warm_cache_is_faster_than_flushed_for_small_inputs():
     x = torch.randn(2**20, device="cuda")
     cold, warm = (bench.bench(lambda: scale(x), bytes=2 * x.nbytes, flush_l2=f)
