@@ -7,13 +7,14 @@ import importlib
 import multiprocessing
 import os
 import shutil
+from collections.abc import Collection
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
 
 from tests.submissions import OnGpu, Submission
-from tilegym_edu import autograde, course, grade_report
+from tilegym_edu import autograde, course, grade_report, submission as grading_input
 
 REPO = Path(__file__).resolve().parent.parent
 LESSONS = course.lessons(REPO)
@@ -52,6 +53,31 @@ def gpu_submissions_of(lesson: str) -> list[OnGpu]:
     return getattr(_submissions_module(lesson), "GPU_SUBMISSIONS", [])
 
 
+def affected_exercises(lesson: str, wrong: Submission) -> list[str]:
+    """The graded cells whose result ``wrong``'s edits can change, in order: those that read,
+    through any chain of cells, a name an edited cell binds (by the name analysis grading's own
+    --exercise uses, tilegym_edu.submission.names_of). Every other graded cell runs exactly the
+    solution's code on the solution's inputs, so grading it again would only repeat the
+    solution's result."""
+    tainted, affected = set(), []
+    for cell in nbformat.read(solution_notebook(lesson), as_version=4).cells:
+        if cell.cell_type != "code" or grading_input.is_demonstration(cell):
+            continue
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        bound, read = grading_input.names_of(cell.source)
+        if grade_id in wrong.edits:
+            old, new = wrong.edits[grade_id]
+            edited = grading_input.names_of(cell.source.replace(old, new))[0]
+            tainted |= bound | edited
+        elif read & tainted:
+            tainted |= bound
+        else:
+            continue
+        if grading_input.is_graded(cell):
+            affected.append(grade_id)
+    return affected
+
+
 def lesson_points(lesson: str) -> dict[str, float]:
     """{grade id: points} of the lesson's graded cells, in order, from the notebook itself."""
     return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
@@ -80,34 +106,63 @@ def _limit_threads() -> None:
 
 
 def _grade_in_own_course(lesson: str, folder: str, student: str, course_root: str,
-                         workspace: str) -> grade_report.GradeReport:
-    """Grade ``folder`` in a copy of ``course_root`` that belongs to this worker process, so
-    two gradings at once never share nbgrader's gradebook or working folders."""
+                         workspace: str, exercises: list[str]) -> grade_report.GradeReport:
+    """Grade ``folder`` (only ``exercises``, all when empty) in a copy of ``course_root`` that
+    belongs to this worker process, so two gradings at once never share nbgrader's gradebook
+    or working folders."""
     own = Path(workspace) / f"worker-{os.getpid()}"
     if not own.exists():
         for part in ("solutions", "notebooks"):
             shutil.copytree(Path(course_root) / part, own / part)
-    return autograde.grade(lesson, Path(folder), root=own, student=student)
+    return autograde.grade(lesson, Path(folder), root=own, student=student, exercises=exercises)
+
+
+def packed(lesson: str, submissions: list[Submission]) -> list[list[Submission]]:
+    """The submissions in groups that can share one grading: within a group no two edit the
+    same cell or have an affected exercise in common, so (by affected_exercises) no edit of
+    one reaches a cell graded for another. Greedy, in order."""
+    groups: list[tuple[set[str], set[str], list[Submission]]] = []
+    for wrong in submissions:
+        cells = set(affected_exercises(lesson, wrong)) or set(lesson_points(lesson))
+        for graded, edited, members in groups:
+            if not graded & cells and not edited & set(wrong.edits):
+                graded |= cells
+                edited |= set(wrong.edits)
+                members.append(wrong)
+                break
+        else:
+            groups.append((cells, set(wrong.edits), [wrong]))
+    return [members for _, _, members in groups]
 
 
 def grade_submissions(lesson: str, root: Path, tmp_path_factory,
                       submissions: list[Submission]) -> dict[str, grade_report.GradeReport]:
-    """The solution (as "solution") and every submission graded once, GRADING_WORKERS at a
-    time, each worker in its own copy of the course at ``root``; student ids are prefixed with
-    the lesson number so lessons never share one."""
+    """{"solution": the solution graded whole, and per submission name: the grading that
+    holds its affected_exercises}. The submissions are graded in packed groups, each group
+    as one notebook with every member's edits, on the members' affected exercises only;
+    GRADING_WORKERS gradings at a time, each worker in its own copy of the course at
+    ``root``; student ids are prefixed with the lesson number so lessons never share one."""
     prefix = lesson[:2]
     solution = root / "solutions" / lesson / f"{lesson}.ipynb"
-    jobs = {"solution": (solution.parent, f"l{prefix}_solution")}
-    for submission in submissions:
-        folder = submission.write(solution, tmp_path_factory.mktemp(f"l{prefix}_{submission.name}"))
-        jobs[submission.name] = (folder, f"l{prefix}_{submission.name}")
+    jobs = {"solution": (solution.parent, f"l{prefix}_solution", [])}
+    graded_in = {}
+    for members in packed(lesson, submissions):
+        name = "+".join(m.name for m in members)
+        together = Submission(name, {k: v for m in members for k, v in m.edits.items()})
+        folder = together.write(solution, tmp_path_factory.mktemp(f"l{prefix}_{members[0].name}"))
+        exercises = [e for e in lesson_points(lesson)
+                     if any(e in affected_exercises(lesson, m) for m in members)]
+        jobs[name] = (folder, f"l{prefix}_{members[0].name}", exercises)
+        graded_in.update({m.name: name for m in members})
     workspace = tmp_path_factory.mktemp(f"l{prefix}_graders")
     with ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_limit_threads) as pool:
         futures = {name: pool.submit(_grade_in_own_course, lesson, str(folder), student,
-                                     str(root), str(workspace))
-                   for name, (folder, student) in jobs.items()}
-        return {name: future.result() for name, future in futures.items()}
+                                     str(root), str(workspace), exercises)
+                   for name, (folder, student, exercises) in jobs.items()}
+        reports = {name: future.result() for name, future in futures.items()}
+    return {"solution": reports["solution"],
+            **{member: reports[job] for member, job in graded_in.items()}}
 
 
 def assert_full_marks_but_gpu(report: grade_report.GradeReport, points: dict[str, int],
@@ -127,12 +182,19 @@ def assert_full_marks_but_gpu(report: grade_report.GradeReport, points: dict[str
 
 def assert_loses_exactly(solution: grade_report.GradeReport, graded: grade_report.GradeReport,
                          submission: Submission, also: tuple[str, ...] = (),
-                         may: tuple[str, ...] = ()) -> None:
+                         may: tuple[str, ...] = (), only: Collection[str] | None = None) -> None:
     """The cells ``submission.loses`` score 0 with its reason (and its ``details`` for those it
     names), the cells of ``also`` score 0, those of ``may`` 0 or as the solution does, and every
-    other cell scores as the solution does."""
-    solution_results, results = by_exercise(solution), by_exercise(graded)
-    assert set(results) == set(solution_results), graded.format_table()
+    other cell checked scores as the solution does. Checked: the cells of ``only`` (the
+    submission's affected_exercises, for a packed grading of grade_submissions, which must hold
+    them), else every cell of the lesson, which ``graded`` must hold."""
+    solution_results, graded_results = by_exercise(solution), by_exercise(graded)
+    checked = set(solution_results) if only is None else set(only)
+    assert checked <= set(graded_results) <= set(solution_results), graded.format_table()
+    assert set(submission.loses) | set(also) <= checked, (
+        "a cell the submission must lose is not checked: affected_exercises missed it",
+        graded.format_table())
+    results = {name: r for name, r in graded_results.items() if name in checked}
     assert set(submission.details) <= set(submission.loses), submission.details
     for name, result in results.items():
         if name in submission.loses:

@@ -154,7 +154,7 @@ def test_an_error_raised_outside_the_checks_gets_its_hint_in_the_grade_table():
 def test_one_exercise_is_graded_alone_with_what_it_needs(course_copy):
     solution = course_copy / "solutions" / "00_getting_started"
     report = autograde.grade("00_getting_started", solution, root=course_copy, student="exercise",
-                          exercise="test_bytes")
+                             exercises=["test_bytes"])
     assert [(e.exercise, e.points, e.status) for e in report.exercises] == [
         ("test_bytes", 2, "passed")]
     assert report.max_points == 2 and any("only test_bytes was graded" in n for n in report.notes)

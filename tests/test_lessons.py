@@ -6,9 +6,9 @@ the notebooks' own metadata. What is particular to one lesson is in its tests/te
 the same table on a GPU is tests/gpu/test_lessons_gpu.py, whose submissions are checked here too."""
 import pytest
 
-from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_loses_exactly,
-                                 gpu_only, gpu_submissions_of, grade_blank, lesson_points,
-                                 solution_notebook, submissions_of)
+from tests.lesson_checks import (LESSONS, affected_exercises, assert_full_marks_but_gpu,
+                                 assert_loses_exactly, gpu_only, gpu_submissions_of, grade_blank,
+                                 lesson_points, solution_notebook, submissions_of)
 
 CASES = [(lesson, s) for lesson in LESSONS for s in submissions_of(lesson)]
 
@@ -24,8 +24,11 @@ def test_solution_earns_every_point_but_the_gpu_ones(lesson, lesson_reports):
 @pytest.mark.parametrize("lesson, submission", CASES,
                          ids=[f"{lesson[:2]}:{s.name}" for lesson, s in CASES])
 def test_wrong_submission_loses_exactly_its_points(lesson, submission, lesson_reports):
+    """Graded on the cells its edits can reach (the others run the solution's own code),
+    packed with submissions whose edits reach other cells (tests/lesson_checks.py)."""
     reports = lesson_reports(lesson)
-    assert_loses_exactly(reports["solution"], reports[submission.name], submission)
+    assert_loses_exactly(reports["solution"], reports[submission.name], submission,
+                         only=affected_exercises(lesson, submission))
 
 
 @pytest.mark.slow

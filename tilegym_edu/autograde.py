@@ -63,7 +63,7 @@ def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing:
 
 def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
           student: str = STUDENT, sandboxed: bool = False,
-          hide: Sequence[Path] = (), exercise: str | None = None) -> GradeReport:
+          hide: Sequence[Path] = (), exercises: Sequence[str] = ()) -> GradeReport:
     """Autograde the learner's notebooks of ``lesson`` (default: the folder
     ``notebooks/<lesson>``) as ``student``, write feedback HTML, and report per exercise.
 
@@ -71,8 +71,8 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     (:func:`tilegym_edu.submission.prepare`): the learner's files are never modified, notebooks
     that are not part of the lesson are ignored with a note, demonstration cells are skipped,
     and every graded cell of the lesson is reported, so the total is always out of the
-    lesson's full points. With ``exercise`` (a graded cell's id), only that cell and what it
-    needs run, and only it is reported."""
+    lesson's full points. With ``exercises`` (graded cells' ids), only those cells and what
+    they need run, and only they are reported."""
     started = time.monotonic()
     root = root or course_root()
     require_lesson(lesson, root)
@@ -83,16 +83,18 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     released = release(lesson, root)
     lesson_notebooks = {p.stem: nbformat.read(p, as_version=4)
                         for p in sorted(released.glob("*.ipynb"))}
-    if exercise is not None:
+    if exercises:
         known = [g for nb in lesson_notebooks.values() for g in submission.graded_ids(nb)]
-        if exercise not in known:
-            raise CourseError(f"lesson {lesson} has no exercise '{exercise}'; its exercises: "
+        unknown = [e for e in exercises if e not in known]
+        if unknown:
+            raise CourseError(f"lesson {lesson} has no exercise "
+                              f"{', '.join(repr(e) for e in unknown)}; its exercises: "
                               f"{', '.join(known)}")
         lesson_notebooks = {name: nb for name, nb in lesson_notebooks.items()
-                            if exercise in submission.graded_ids(nb)}
+                            if set(exercises) & set(submission.graded_ids(nb))}
     names = {f"{name}.ipynb" for name in lesson_notebooks}
     notes = [f"{path.name} is not part of lesson {lesson}: ignored"
-             for path in handed_in if path.name not in names and exercise is None]
+             for path in handed_in if path.name not in names and not exercises]
     submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in
                            if path.name in names}
     _forget_submission(root, lesson, student)
@@ -105,16 +107,18 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
         if theirs is None:
             notes.append(f"{name}.ipynb is missing from {source}: graded as an empty notebook")
             theirs = nbformat.v4.new_notebook()
-        prepared[name] = submission.prepare(lesson_nb, theirs, exercise)
+        prepared[name] = submission.prepare(
+            lesson_nb, theirs, [e for e in exercises if e in submission.graded_ids(lesson_nb)])
         notes += prepared[name].notes
         notes += [f"the grader left out part of {label}: {why}"
                   for label, why in prepared[name].refused.items()]
         nbformat.write(prepared[name].notebook, submitted / f"{name}.ipynb")
-    if exercise is not None:
-        notes.append(f"only {exercise} was graded (with the cells it needs): grade the whole "
-                     "lesson for its total")
+    if exercises:
+        what = (f"{exercises[0]} was graded (with the cells it needs)" if len(exercises) == 1
+                else f"{', '.join(exercises)} were graded (with the cells they need)")
+        notes.append(f"only {what}: grade the whole lesson for its total")
     from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
-    api = nbgrader_api(root, whole_lessons=exercise is None)
+    api = nbgrader_api(root, whole_lessons=not exercises)
     os.environ[GRADING_ENV] = "1"      # the grading kernel inherits it (grading.graded_seeds)
     autograded_dir = root / ".grading" / "autograded" / student / lesson
     autograded_dir.mkdir(parents=True, exist_ok=True)
@@ -128,14 +132,14 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
             require_success(api.generate_feedback(lesson, student, force=True), "generate_feedback")
     finally:
         del os.environ[GRADING_ENV]
-    exercises, feedback, cells = [], [], []
+    results, feedback, cells = [], [], []
     with Gradebook(gradebook_url(root)) as gradebook, quiet_gradebook():
         for name, p in prepared.items():
             autograded = autograded_dir / f"{name}.ipynb"
-            exercises += exercise_results(autograded, name, lesson, student, gradebook, p, exercise)
+            results += exercise_results(autograded, name, lesson, student, gradebook, p, exercises)
             cells += cell_times(autograded, name)
             feedback.append(str(root / ".grading" / "feedback" / student / lesson / f"{name}.html"))
-    return GradeReport(lesson, student, exercises, feedback, notes, cells,
+    return GradeReport(lesson, student, results, feedback, notes, cells,
                        round(time.monotonic() - started, 2))
 
 

@@ -144,7 +144,7 @@ def _sandbox_wanted(args: argparse.Namespace, default: bool) -> bool:
 
 def grade(args: argparse.Namespace) -> int:
     folder = Path(args.submission) if args.submission else None
-    report = autograde.grade(args.lesson, folder, exercise=args.exercise,
+    report = autograde.grade(args.lesson, folder, exercises=args.exercise or (),
                              sandboxed=_sandbox_wanted(args, default=folder is not None))
     print(grade_report.report_json(report) if args.json else report.format_table())
     if args.profile and not args.json:      # the JSON holds every cell's time anyway
@@ -203,10 +203,10 @@ def parser() -> argparse.ArgumentParser:
                    help="grade the notebooks in FOLDER instead (someone else's: sandboxed)")
     g.add_argument("--profile", action="store_true",
                    help="also print the slowest cells and where the grading's time went")
-    g.add_argument("--exercise", metavar="ID",
+    g.add_argument("--exercise", metavar="ID", action="append",
                    help="grade only this exercise (a graded cell's id, as in the table) and "
-                        "what it needs: a quick check while you work; grade the whole lesson "
-                        "for your total")
+                        "what it needs: a quick check while you work (give it again for "
+                        "more than one); grade the whole lesson for your total")
     _sandbox_flags(g)
     g.set_defaults(run=grade)
     gc = sub.add_parser("grade-class", help="instructors: grade every student's notebook of a "

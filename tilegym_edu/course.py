@@ -78,7 +78,7 @@ def configure(c: Config, root: Path) -> Config:
 
 def nbgrader_api(root: Path, whole_lessons: bool = True) -> NbGraderAPI:
     """nbgrader's API on the course; ``whole_lessons=False`` when the notebooks graded hold
-    only some of the lesson's graded cells on purpose (``autograde.grade(exercise=...)``),
+    only some of the lesson's graded cells on purpose (``autograde.grade(exercises=...)``),
     which nbgrader would otherwise put back and run."""
     # nbgrader runs the `alembic` executable, and the grading kernel's spec runs `python`:
     # both must be this environment's, also when it is not activated.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -159,8 +160,8 @@ def cell_times(autograded: Path, notebook: str) -> list[CellTime]:
 
 def exercise_results(autograded: Path, notebook: str, lesson: str, student: str,
                      gradebook: Gradebook, prepared: submission.Prepared,
-                     exercise: str | None) -> list[ExerciseResult]:
-    """Every graded cell of the lesson's notebook (or only ``exercise``), scored from
+                     exercises: Collection[str] = ()) -> list[ExerciseResult]:
+    """Every graded cell of the lesson's notebook (or only those of ``exercises``), scored from
     nbgrader's automatic grades (manual scores and extra credit in the gradebook count for
     nothing here)."""
     nb = nbformat.read(autograded, as_version=4)
@@ -174,7 +175,7 @@ def exercise_results(autograded: Path, notebook: str, lesson: str, student: str,
         label = submission.learner_label(cell)
         if label and ename:
             failed_before.append((label, reason))
-        if not meta.get("grade") or exercise not in (None, meta["grade_id"]):
+        if not meta.get("grade") or (exercises and meta["grade_id"] not in exercises):
             continue
         grade_id = meta["grade_id"]
         grade = grades[grade_id]

@@ -23,14 +23,16 @@ What grading leaves out:
   the learner runs the notebook but not when it is graded; nothing graded depends on them
   (tests/test_demonstrations.py checks that no other cell reads a name only they bind).
   A learner's edit of one is left out with them, with a note;
-* with ``exercise=``, everything but that graded cell and what it needs: the cells before it,
-  less the other graded cells (unless it reads a name one of them binds) and demonstrations.
+* with ``exercises=``, everything but those graded cells and what they need: the cells before
+  the last of them, less the other graded cells (unless one they keep reads a name such a cell
+  binds) and demonstrations.
 """
 from __future__ import annotations
 
 import ast
 import copy
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from nbformat import NotebookNode
@@ -145,11 +147,14 @@ def graded_ids(release: NotebookNode) -> list[str]:
 
 
 def prepare(release: NotebookNode, submitted: NotebookNode,
-            exercise: str | None = None) -> Prepared:
+            exercises: Collection[str] = ()) -> Prepared:
     """The notebook to grade for ``submitted``, built on ``release`` (see the module doc);
-    with ``exercise`` (a grade id of ``release``), only that graded cell and what it needs."""
-    if exercise is not None and exercise not in graded_ids(release):
-        raise ValueError(f"no graded cell `{exercise}` in this notebook")
+    with ``exercises`` (grade ids of ``release``), only those graded cells and what they
+    need."""
+    unknown = set(exercises) - set(graded_ids(release))
+    if unknown:
+        raise ValueError(f"no graded cell {', '.join(f'`{e}`' for e in sorted(unknown))} in "
+                         "this notebook")
     lesson_cells = {_key(c): c for c in release.cells}
     names = audit.lesson_names(c.source for c in release.cells
                                if c.cell_type == "code" and not is_solution(c))
@@ -208,9 +213,9 @@ def prepare(release: NotebookNode, submitted: NotebookNode,
             _take_learner_code(edit, f"your edit of lesson cell {key}", names, result)
             cells.append(edit)
         cells += _learner_cells(key, added_after, names, result)
-    if exercise is not None:
-        cells = _needed_by(exercise, cells, result)
-        result.missing &= {exercise}
+    if exercises:
+        cells = _needed_by(set(exercises), cells, result)
+        result.missing &= set(exercises)
         labels = {learner_label(c) for c in cells}
         result.refused = {k: v for k, v in result.refused.items() if k in labels}
     kept = set().union(*(names_of(c.source)[0] for c in cells if c.cell_type == "code"))
@@ -219,14 +224,16 @@ def prepare(release: NotebookNode, submitted: NotebookNode,
     return result
 
 
-def _needed_by(exercise: str, cells: list[NotebookNode], result: Prepared) -> list[NotebookNode]:
-    """The cells up to graded cell ``exercise`` less the other graded cells it does not read a
-    name of; the names only the left-out cells bind go to ``result.skipped_names``."""
-    end = next(i for i, c in enumerate(cells) if _key(c) == exercise and is_graded(c))
-    kept, needed = [cells[end]], names_of(cells[end].source)[1]
-    for cell in reversed(cells[:end]):
+def _needed_by(exercises: set[str], cells: list[NotebookNode],
+               result: Prepared) -> list[NotebookNode]:
+    """The cells up to the last of the graded cells ``exercises``, less the other graded cells
+    that bind no name a kept cell after them reads; the names only the left-out cells bind go
+    to ``result.skipped_names``."""
+    end = max(i for i, c in enumerate(cells) if _key(c) in exercises and is_graded(c))
+    kept, needed = [], set()
+    for cell in reversed(cells[:end + 1]):
         bound, read = names_of(cell.source) if cell.cell_type == "code" else (set(), set())
-        if is_graded(cell) and not bound & needed:
+        if is_graded(cell) and _key(cell) not in exercises and not bound & needed:
             result.skipped_names |= bound
             continue
         kept.append(cell)

@@ -49,7 +49,7 @@ def run_every_cell(page, total: int, on_output=None, timeout_s: float = 900) -> 
             prompt = cell.query_selector(".jp-InputPrompt").inner_text().strip()
             if re.fullmatch(r"\[\d+\]:", prompt):
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         else:
             raise TimeoutError(f"cell {i} still running after {timeout_s} s (prompt {prompt!r})")
         cell.scroll_into_view_if_needed()
