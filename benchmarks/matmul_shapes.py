@@ -1,10 +1,10 @@
 """Matmul on the shape families users bring (issue 19's suite), fp16, on a GPU: square,
 large-K (a small output), small-K, unaligned rows (no tensor descriptors) and tall-skinny, each
 against cuBLAS in one process: lesson 03's pipelined kernel tuned, its persistent kernel tuned
-(where descriptors can read the inputs), split-K tuned, and shape_matmul (the tuner racing all
-three, its winning path recorded). Each side's best median of interleaved runs, L2 flushed.
-Prints a table; writes JSON with --out and a chart of each family's ratios to cuBLAS with
---plot.
+(on the inputs where descriptors can read them, else on copies padded to 16-byte rows), split-K
+tuned, and shape_matmul (the tuner racing them all, its winning path recorded). Each side's best
+median of interleaved runs, L2 flushed. Prints a table; writes JSON with --out and a chart of
+each family's ratios to cuBLAS with --plot.
 
     python benchmarks/matmul_shapes.py --out matmul-shapes.json --plot matmul-shapes.png
 """
@@ -42,6 +42,10 @@ def candidates(a: torch.Tensor, b: torch.Tensor) -> tuple[dict, dict]:
     if not split_k.shape_problem(a, b)["tma"]:
         runs["persistent"] = (pipelined.persistent_matmul_kernel, pipelined.PERSISTENT_SPACE,
                               lambda c: pipelined.persistent_matmul.__wrapped__(a, b, c))
+    else:       # the same kernel on copies padded to 16-byte rows, copies timed too
+        runs["padded persistent"] = (
+            split_k.padded_persistent_matmul, pipelined.PERSISTENT_SPACE,
+            lambda c: split_k.padded_persistent_matmul.__wrapped__(a, b, c))
     for name, (kernel, space, run) in runs.items():
         kept, _ = space.candidates(1, problem, tune.Resources.of_gpu())
         if not kept:                              # e.g. split-K when K is too short to split
@@ -85,7 +89,7 @@ def plot(record: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = [(family, row) for family, shapes in record["families"].items() for row in shapes]
-    names = ["pipelined", "persistent", "split-K", "shape_matmul"]
+    names = ["pipelined", "persistent", "padded persistent", "split-K", "shape_matmul"]
     fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(rows)), 4.5))
     width = 0.8 / len(names)
     for i, name in enumerate(names):

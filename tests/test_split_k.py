@@ -50,18 +50,41 @@ def test_each_path_of_the_shape_space_computes_a_matmul():
         torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("layout", ["unaligned", "b transposed"])
+def test_the_padded_path_matches_float64_where_descriptors_cannot_read_the_inputs(layout):
+    """Rows of 13 and 7 elements (26 and 14 bytes in fp16), or a b that is not row-major: the
+    persistent kernel on zero-padded copies, c copied out contiguous."""
+    generator = torch.Generator().manual_seed(2)
+    a, b = make_inputs({"M": 21, "N": 7, "K": 13, "dtype": torch.float16,
+                        "transposed": layout == "b transposed"}, generator)
+    assert split_k.shape_problem(a, b)["tma"]
+    config = Config(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, EPILOGUE_SPLIT=2,
+                    FLATTEN=True, num_warps=4, num_stages=1, PATH="padded")
+    out = split_k.run_path(a, b, config)
+    assert out.shape == (21, 7) and out.is_contiguous() and out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), a.double() @ b.double(), rtol=2e-3, atol=2e-3)
+
+
+def test_padded_rows_copies_once_and_zeroes_only_the_padding():
+    t = torch.arange(6.0).reshape(2, 3).t()          # (3, 2), not row-major
+    out = split_k.padded_rows(t, 4, 8)
+    assert out.shape == (4, 8) and out.is_contiguous()
+    assert torch.equal(out[:3, :2], t) and not out[3:].any() and not out[:, 2:].any()
+
+
 def test_the_shape_space_holds_every_path_and_prunes_what_cannot_run():
     paths = {c["PATH"] for c in split_k.SHAPE_SPACE.configs(1)}
-    assert paths == {"pipelined", "persistent", "split_k"}
+    assert paths == {"pipelined", "persistent", "split_k", "padded"}
     gpu = Resources(shared_bytes=227 * 1024)
     unaligned = {"M": 8205, "N": 5921, "K": 2949, "dtype": "float16",
                  "tma": "a's rows are 5898 bytes apart"}
     kept, pruned = split_k.SHAPE_SPACE.candidates(1, unaligned, gpu)
-    assert {c["PATH"] for c in kept} == {"pipelined", "split_k"}
+    assert {c["PATH"] for c in kept} == {"pipelined", "split_k", "padded"}
     assert any("tensor descriptors" in why for _, why in pruned)
     short_k = {"M": 4096, "N": 4096, "K": 64, "dtype": "float16", "tma": ""}
-    kept, _ = split_k.SHAPE_SPACE.candidates(1, short_k, gpu)
-    assert "split_k" not in {c["PATH"] for c in kept}
+    kept, pruned = split_k.SHAPE_SPACE.candidates(1, short_k, gpu)
+    assert {c["PATH"] for c in kept} == {"pipelined", "persistent"}
+    assert any("no copies needed" in why for _, why in pruned)
 
 
 def test_shape_problem_says_why_descriptors_cannot_read_the_inputs():
@@ -75,6 +98,7 @@ def test_mismatched_shapes_are_refused_and_the_kernels_are_references_when_grade
     with pytest.raises(ValueError, match="a's columns must be b's rows"):
         split_k.split_k_matmul(torch.randn(4, 5), torch.randn(6, 4), SMALL)
     a = torch.randn(4, 4)
-    for fn in (split_k.split_k_matmul, split_k.shape_matmul):
+    for fn in (split_k.split_k_matmul, split_k.shape_matmul,
+               lambda a, b: split_k.padded_persistent_matmul(a, b, {})):
         with pytest.raises(grading.LibraryShortcut, match="reference"):
             grading.guarded_call(fn, (a, a))

@@ -1,7 +1,17 @@
 """Matmul for the shapes lesson 03's kernels leave slow: split-K for outputs too small to fill
-the GPU, and one tuned entry point that picks, per shape, the fastest of lesson 03's pipelined
-kernel, its persistent tensor-descriptor kernel (where the layout allows descriptors) and
-split-K.
+the GPU, the persistent kernel on padded copies for rows tensor descriptors cannot read, and
+one tuned entry point that picks, per shape, the fastest of lesson 03's pipelined kernel, its
+persistent tensor-descriptor kernel (where the layout allows descriptors, else on padded
+copies) and split-K.
+
+Why padded copies: a tensor descriptor (TMA) reads rows that start at multiples of 16 bytes.
+An fp16 matrix of 2949 columns has rows of 5898 bytes, so neither lesson 03's persistent
+kernel nor cuBLAS's fastest kernels can read it; on the H200 cuBLAS ran 8205 x 5921 x 2949 at
+135 TFLOP/s against 670-689 on aligned shapes (docs/results/h200-2026-12-01-matmul-shapes.md).
+Copying a and b into buffers whose rows are padded with zeros to a multiple of 16 bytes moves
+each input once more (83 MB there, about 0.03 ms at the H200's 4.2 TB/s, against 2.1 ms for
+cuBLAS's product), after which the persistent kernel runs on aligned rows; c is computed
+padded and copied out.
 
 Why split-K: a 256 x 256 output is 4 tiles of 128 x 128, so lesson 03's kernels run 4 programs
 on a GPU of 132 SMs, each walking all of K alone. Split-K also cuts K into SPLIT_K ranges: tile
@@ -128,9 +138,36 @@ SPLIT_K_SPACE = SearchSpace(
           "num_stages": (3, 4)},
     prune=split_k_prune, cap=120)
 
-#: the three ways to run a matmul, each with its search space; a configuration of SHAPE_SPACE
-#: names its way in PATH
-PATHS = {"pipelined": PIPELINED_SPACE, "persistent": PERSISTENT_SPACE, "split_k": SPLIT_K_SPACE}
+def padded_rows(t: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """A new row-major (rows, columns) tensor holding ``t`` (2-D, any strides) in its top-left
+    corner and zeros elsewhere: only the padding is zeroed, the rest is one copy."""
+    out = torch.empty((rows, columns), device=t.device, dtype=t.dtype)
+    out[:t.shape[0], :t.shape[1]].copy_(t)
+    out[t.shape[0]:].zero_()
+    out[:t.shape[0], t.shape[1]:].zero_()
+    return out
+
+
+@forbidden_in_graded_calls
+def padded_persistent_matmul(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
+    """a @ b for inputs tensor descriptors cannot read (rows not a multiple of 16 bytes, or not
+    row-major): the persistent kernel with ``config`` (every launch option) on copies whose rows
+    are padded with zeros to multiples of 16 bytes (the zeros add nothing to the products), into
+    a padded c whose first N columns are copied out. Needs M x K8 + K8 x N8 + M x N8 elements of
+    scratch memory, K8 and N8 being K and N rounded up to 16 bytes."""
+    (M, K), N = a.shape, b.shape[1]
+    align = 16 // a.element_size()
+    k8, n8 = triton.cdiv(K, align) * align, triton.cdiv(N, align) * align
+    a8, b8 = padded_rows(a, M, k8), padded_rows(b, k8, n8)
+    c8 = torch.empty((M, n8), device=a.device, dtype=a.dtype)
+    launch_persistent.__wrapped__(a8, b8, c8, config)
+    return c8[:, :N].contiguous()
+
+
+#: the ways to run a matmul, each with its search space; a configuration of SHAPE_SPACE names
+#: its way in PATH
+PATHS = {"pipelined": PIPELINED_SPACE, "persistent": PERSISTENT_SPACE, "split_k": SPLIT_K_SPACE,
+         "padded": PERSISTENT_SPACE}
 
 
 def _with_path(path: str, config: Config) -> Config:
@@ -138,11 +175,14 @@ def _with_path(path: str, config: Config) -> Config:
 
 
 def shape_prune(config, problem, resources) -> str | None:
-    """A path's own prune, and no persistent configuration where tensor descriptors cannot read
-    the inputs (problem["tma"] says why not)."""
+    """A path's own prune; no persistent configuration where tensor descriptors cannot read the
+    inputs (problem["tma"] says why not), and no padded one where they can (the copies would
+    buy nothing)."""
     path = config["PATH"]
     if path == "persistent" and problem["tma"]:
         return f"the persistent kernel reads through tensor descriptors: {problem['tma']}"
+    if path == "padded" and not problem["tma"]:
+        return "tensor descriptors read these inputs as they are: no copies needed"
     own = {k: v for k, v in config.items() if k != "PATH"}
     return PATHS[path].prune(own, problem, resources)
 
@@ -179,6 +219,8 @@ def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
         return pipelined_matmul.__wrapped__(a, b, options)
     if path == "split_k":
         return split_k_matmul.__wrapped__(a, b, options)
+    if path == "padded":
+        return padded_persistent_matmul.__wrapped__(a, b, options)
     c = tma_output.__wrapped__(a, b)
     launch_persistent.__wrapped__(a, b, c, options)
     return c
@@ -194,8 +236,9 @@ def shape_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
 
 @forbidden_in_graded_calls
 def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tensor:
-    """a @ b on whichever of the pipelined, persistent and split-K kernels the tuner found
-    fastest for this shape (once per shape, then cached; the winner's PATH is in the cache)."""
+    """a @ b on whichever of the pipelined, persistent (on a and b, or on padded copies) and
+    split-K kernels the tuner found fastest for this shape (once per shape, then cached; the
+    winner's PATH is in the cache)."""
     result = autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
                       lambda config: run_path(a, b, config), level=level)
     return run_path(a, b, result.config)
