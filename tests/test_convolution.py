@@ -70,7 +70,7 @@ def test_conv_flops_counts_two_per_multiply_add():
     (channels_last(torch.randn(1, 3, 5, 5)), torch.randn(2, 3, 3, 3), {},
      "w is not in channels_last"),
     (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 4, 3, 3)), {},
-     "x has 3 channels but w expects 4"),
+     "x has 3 channels but w is (2, 4, 3, 3): w must be (K, C, R, S)"),
     (channels_last(torch.randn(1, 3, 5, 5)), channels_last(torch.randn(2, 3, 3, 3)).half(), {},
      "share one dtype"),
     (torch.randn(3, 5, 5), torch.randn(2, 3, 3, 3), {}, "x must be (N, C, H, W)"),

@@ -49,15 +49,23 @@ def output_size(size: int, kernel: int, stride: int, padding: int, dilation: int
 
 
 def check_conv_inputs(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
-                      dilation: Pair = 1) -> tuple[int, int]:
-    """Raise ValueError with what to do unless x and w can go to the NHWC kernels;
-    return the output size (P, Q)."""
+                      dilation: Pair = 1, groups: int = 1) -> tuple[int, int]:
+    """Raise ValueError with what to do unless x and w can go to the NHWC kernels (with
+    ``groups`` groups, w is (K, C // groups, R, S), as for F.conv2d); return the output size
+    (P, Q)."""
     if x.dim() != 4 or w.dim() != 4:
         raise ValueError(f"x must be (N, C, H, W) and w (K, C, R, S); got shapes "
                          f"{tuple(x.shape)} and {tuple(w.shape)}")
-    if x.shape[1] != w.shape[1]:
-        raise ValueError(f"x has {x.shape[1]} channels but w expects {w.shape[1]} "
-                         f"(w is (K, C, R, S): out channels first)")
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    if x.shape[1] % groups or w.shape[0] % groups:
+        raise ValueError(f"groups={groups} must divide both the {x.shape[1]} input channels "
+                         f"and the {w.shape[0]} output channels")
+    if x.shape[1] != w.shape[1] * groups:
+        wanted = "(K, C, R, S): out channels first" if groups == 1 else (
+            f"(K, C // groups, R, S) = (K, {x.shape[1] // groups}, R, S) with groups={groups}")
+        raise ValueError(f"x has {x.shape[1]} channels but w is {tuple(w.shape)}: w must be "
+                         f"{wanted}")
     if x.dtype != w.dtype or x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"x and w must share one dtype of float16, bfloat16, float32; got "
                          f"{x.dtype} and {w.dtype}")

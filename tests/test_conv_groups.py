@@ -1,0 +1,99 @@
+"""reference/conv_groups.py against F.conv2d in float64 (interpreter): the packed implicit
+GEMM on a stem's few channels and on grouped convolution, the depthwise kernel with and
+without a channel multiplier, odd geometry; and the errors they give."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilegym_edu import grading
+from tilegym_edu.reference import conv_groups
+
+SMALL_PACKED = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
+SMALL_DEPTHWISE = dict(BLOCK_M=16, BLOCK_C=16, num_warps=4, num_stages=1)
+
+
+def channels_last(t):
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+def inputs(N, C, H, W, K, CG, R, S, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, C, H, W, generator=generator, dtype=torch.float64)
+    w = torch.randn(K, CG, R, S, generator=generator, dtype=torch.float64) / (CG * R * S) ** 0.5
+    return channels_last(x.to(dtype)), channels_last(w.to(dtype))
+
+
+def assert_matches(y, x, w, tolerance, **geometry):
+    expected = F.conv2d(x.double(), w.double(), **geometry)
+    assert y.shape == expected.shape and y.dtype == x.dtype
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(y.double(), expected, rtol=tolerance, atol=tolerance)
+
+
+PACKED = [  # (N, C, H, W, K, groups, R, S, stride, padding, dilation)
+    (2, 3, 15, 13, 8, 1, 7, 7, 2, 3, 1),       # a stem: 3 channels, 7x7, stride 2
+    (1, 3, 9, 11, 5, 1, 3, 5, (2, 1), (1, 2), 2),
+    (2, 8, 7, 6, 12, 4, 3, 3, 1, 1, 1),        # grouped: 2 channels in, 3 out per group
+    (1, 12, 6, 7, 6, 3, 3, 2, 2, 0, (1, 2)),
+    (1, 5, 5, 5, 17, 1, 1, 1, 1, 0, 1),        # 1x1 with an odd number of outputs
+]
+
+
+@pytest.mark.parametrize("layer", PACKED, ids=[f"C{c[1]}-G{c[5]}-{c[6]}x{c[7]}" for c in PACKED])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_packed_conv2d_matches_f_conv2d(layer, dtype):
+    N, C, H, W, K, groups, R, S, stride, padding, dilation = layer
+    x, w = inputs(N, C, H, W, K, C // groups, R, S, dtype)
+    y = conv_groups.packed_conv2d(x, w, stride, padding, dilation, groups, SMALL_PACKED)
+    assert_matches(y, x, w, 1e-4 if dtype == torch.float32 else 3e-3, stride=stride,
+                   padding=padding, dilation=dilation, groups=groups)
+
+
+DEPTHWISE = [  # (N, C, H, W, multiplier, R, S, stride, padding, dilation)
+    (2, 20, 9, 8, 1, 3, 3, 1, 1, 1),           # MobileNet's 3x3 depthwise
+    (1, 7, 11, 10, 1, 3, 3, 2, 1, 1),          # strided
+    (1, 5, 8, 9, 3, 5, 3, (1, 2), (2, 1), 2),  # 3 outputs per channel, dilated
+]
+
+
+@pytest.mark.parametrize("layer", DEPTHWISE, ids=[f"C{c[1]}x{c[4]}-{c[5]}x{c[6]}-s{c[7]}"
+                                                   for c in DEPTHWISE])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_depthwise_conv2d_matches_f_conv2d(layer, dtype):
+    N, C, H, W, mult, R, S, stride, padding, dilation = layer
+    x, w = inputs(N, C, H, W, C * mult, 1, R, S, dtype)
+    y = conv_groups.depthwise_conv2d(x, w, stride, padding, dilation, SMALL_DEPTHWISE)
+    assert_matches(y, x, w, 1e-5 if dtype == torch.float32 else 3e-3, stride=stride,
+                   padding=padding, dilation=dilation, groups=C)
+
+
+def test_grouped_conv2d_picks_the_kernel_that_fits():
+    x, w = inputs(1, 6, 5, 5, 6, 1, 3, 3, torch.float32)
+    assert_matches(conv_groups.grouped_conv2d(x, w, 1, 1, 1, 6), x, w, 1e-5, padding=1,
+                   groups=6)
+    x, w = inputs(1, 6, 5, 5, 4, 3, 3, 3, torch.float32)
+    assert_matches(conv_groups.grouped_conv2d(x, w, 1, 1, 1, 2), x, w, 1e-4, padding=1,
+                   groups=2)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x, w: conv_groups.packed_conv2d(x, w, groups=4), "groups=4 must divide both"),
+    (lambda x, w: conv_groups.packed_conv2d(x, w, groups=3),
+     "w must be (K, C // groups, R, S) = (K, 2, R, S) with groups=3"),
+    (lambda x, w: conv_groups.packed_conv2d(x, w, groups=0), "groups must be a positive int"),
+    (lambda x, w: conv_groups.depthwise_conv2d(x, w), "w must be (K, 1, R, S)"),
+], ids=["not_dividing", "wrong_filter_channels", "zero_groups", "depthwise_needs_one_channel"])
+def test_bad_groups_get_a_message_that_says_what_to_do(call, message):
+    x, w = inputs(1, 6, 5, 5, 6, 3, 3, 3, torch.float32)      # (K=6, C/G=3): groups=2
+    with pytest.raises(ValueError) as error:
+        call(x, w)
+    assert message in str(error.value)
+
+
+def test_the_kernels_are_references_when_graded():
+    x, w = inputs(1, 4, 5, 5, 4, 1, 3, 3, torch.float32)
+    for fn in (lambda: conv_groups.depthwise_conv2d(x, w),
+               lambda: conv_groups.packed_conv2d(x, w, groups=4),
+               lambda: conv_groups.grouped_conv2d(x, w, groups=4)):
+        with pytest.raises(grading.LibraryShortcut, match="reference"):
+            grading.guarded_call(fn, ())
