@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from tests.adversaries import (GENERIC, REFERENCE, SHORTCUT, Adversary, lesson_namespace, memo,
                                run_test_cell)
-from tilegym_edu.reference import attention, convolution, llama, llama_kernels, matmul, pipelined
+from tilegym_edu.reference import (attention, conv_groups, convolution, llama, llama_kernels,
+                                   matmul, pipelined, split_k)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ EXERCISES = [
     Exercise("03_software_pipelining", "test_persistent_correct", "persistent_matmul",
              lambda a, b, config=None: torch.matmul(a, b),
              lambda a, b, config=None: pipelined.persistent_matmul(a, b)),
+    Exercise("03_software_pipelining", "test_split_k_correct", "split_k_matmul",
+             lambda a, b, config=None: torch.matmul(a, b),
+             lambda a, b, config=None: split_k.split_k_matmul(a, b, config)),
     Exercise("04_flash_attention", "test_softmax_correct", "softmax",
              lambda x: torch.softmax(x, dim=-1), lambda x: attention.softmax(x)),
     Exercise("04_flash_attention", "test_flash_attention_correct", "flash_attention",
@@ -76,6 +80,16 @@ EXERCISES = [
                  F.conv2d(x, w, None, stride, padding, dilation),
              lambda x, w, stride=1, padding=0, dilation=1:
                  convolution.conv2d(x, w, stride, padding, dilation)),
+    Exercise("05_convolution", "test_depthwise_correct", "depthwise_conv2d",
+             lambda x, w, stride=1, padding=0, dilation=1:
+                 F.conv2d(x, w, None, stride, padding, dilation, x.shape[1]),
+             lambda x, w, stride=1, padding=0, dilation=1:
+                 conv_groups.depthwise_conv2d(x, w, stride, padding, dilation)),
+    Exercise("05_convolution", "test_packed_correct", "packed_conv2d",
+             lambda x, w, stride=1, padding=0, dilation=1, groups=1:
+                 F.conv2d(x, w, None, stride, padding, dilation, groups),
+             lambda x, w, stride=1, padding=0, dilation=1, groups=1:
+                 conv_groups.packed_conv2d(x, w, stride, padding, dilation, groups)),
     Exercise("06_capstone", "test_rmsnorm_correct", "rmsnorm",
              lambda x, weight, eps: llama.rmsnorm_torch(x, weight, eps),
              lambda x, weight, eps: llama_kernels.rmsnorm(x, weight, eps)),

@@ -68,7 +68,7 @@ def test_the_url_jupyter_prints_opens_lesson_00():
         in urls[0]
 
 
-def test_grade_passes_exercise_to_course_grade(monkeypatch, capsys):
+def test_grade_passes_its_exercises_to_course_grade(monkeypatch, capsys):
     calls = []
 
     def fake_grade(lesson, folder, **options):
@@ -80,9 +80,11 @@ def test_grade_passes_exercise_to_course_grade(monkeypatch, capsys):
     exercise = ["--exercise", "test_softmax_correct"]
     assert cli.main(["grade", "04_flash_attention", *exercise]) == 1
     assert calls[-1] == ("04_flash_attention", None,
-                         {"exercise": "test_softmax_correct", "sandboxed": False})
+                         {"exercises": ["test_softmax_correct"], "sandboxed": False})
+    assert cli.main(["grade", "04_flash_attention", *exercise, "--exercise", "test_flash_causal"])
+    assert calls[-1][2]["exercises"] == ["test_softmax_correct", "test_flash_causal"]
     assert cli.main(["grade", "04_flash_attention"]) == 1
-    assert calls[-1][2]["exercise"] is None
+    assert calls[-1][2]["exercises"] == ()
     assert "test_softmax_correct" in capsys.readouterr().out
 
 

@@ -7,6 +7,8 @@ INDEX = "test_im2col_index"
 CORRECT = "test_conv2d_correct"
 STRIDED = "test_conv2d_strided"
 TRAFFIC = "test_never_materialises"
+DEPTHWISE = "depthwise_solution"
+PACKED = "packed_solution"
 
 # PyTorch does the work: every cell that calls conv2d under the guard fails. The traffic check
 # counts a guarded call (after an unguarded one that would tune), so it fails too; so do the speed
@@ -64,6 +66,20 @@ SUBMISSIONS = [
                {CONV: ("    launch(config)\n    return y\n",
                        "    launch(config)\n    launch(config)\n    return y\n")},
                loses=(TRAFFIC,), reason="stored 4,096 bytes, but the output holds 2,048"),
+    # The depthwise taps ignore dilation (always one pixel apart): right on every case but the
+    # dilated one.
+    Submission("depthwise_ignores_dilation",
+               {DEPTHWISE: ("        h = h0 + (tap // S) * DIL_H\n"
+                            "        w = w0 + (tap % S) * DIL_W\n",
+                            "        h = h0 + (tap // S)\n        w = w0 + (tap % S)\n")},
+               loses=("test_depthwise_correct",), reason="checks failed",
+               details={"test_depthwise_correct": ("dilation=2",)}),
+    # Every group reads the first group's input channels: stems (one group) stay right, the grouped
+    # cases do not.
+    Submission("groups_read_the_first_group",
+               {PACKED: ("* C + g * CG + c[None, :]", "* C + c[None, :]")},
+               loses=("test_packed_correct",), reason="checks failed",
+               details={"test_packed_correct": ("groups=4",)}),
 ]
 
 #: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut loses both speed cells there
