@@ -5,6 +5,7 @@
 #   make grade    grade your own notebook:  make grade LESSON=00_getting_started
 #                 one exercise of it:  make grade LESSON=04_flash_attention EXERCISE=test_softmax_correct
 #   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
+#   make cutile   the optional cuTile track's packages (cuda-tile and its toolchain), then doctor
 #   make notebooks  rebuild solutions/ from the lesson sources (solutions/*/*.py), then notebooks/
 #                 (maintainers; overwrites learner copies)
 
@@ -22,7 +23,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
 TORCH_INDEX_URL ?=
 PIP_TORCH_FLAGS := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
 
-.PHONY: lab instructor test grade doctor notebooks clean
+.PHONY: lab instructor test grade doctor notebooks cutile clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +72,15 @@ grade: $(BIN)/.installed
 	$(BIN)/tilegym-edu grade $(LESSON)$(if $(EXERCISE), --exercise $(EXERCISE)) || [ $$? -eq 1 ]
 
 doctor: $(BIN)/.installed
+	$(BIN)/tilegym-edu doctor
+
+# The optional cuTile track: cuda-tile and the pip toolchain it compiles with, all three at one
+# major.minor (cuda.tile finds them only so), the version that ran on an H200; a GPU of compute
+# capability 8.x-12.x and a driver of r580 or later. `make doctor` checks all of it.
+CUTILE_TOOLCHAIN ?= 13.4.*
+cutile: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet cuda-tile "nvidia-cuda-tileiras==$(CUTILE_TOOLCHAIN)" \
+		"nvidia-cuda-nvcc==$(CUTILE_TOOLCHAIN)" "nvidia-nvvm==$(CUTILE_TOOLCHAIN)"
 	$(BIN)/tilegym-edu doctor
 
 notebooks: $(BIN)/.installed

@@ -61,7 +61,10 @@ def doctor(args: argparse.Namespace) -> int:
         rates = ", ".join(f"{k} {v:.0f}" for k, v in measured.matmul_tflops.items())
         print(f"            copy {measured.copy_gbs:,.0f} GB/s; torch.matmul TFLOP/s: {rates} "
               f"(measured {measured.measured_on})")
-    found = compat.problems()
+    from tilegym_edu import cutile_check
+    cutile = cutile_check.CutileFacts.of_this_machine()
+    print(f"cuTile      {cutile_check.status(cutile)}")
+    found = compat.problems() + cutile_check.problems(cutile)
     if not found:
         print("problems    none found")
     for problem in found:
