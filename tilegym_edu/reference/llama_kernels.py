@@ -111,8 +111,10 @@ def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
 def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
     """The model on the course's reference kernels (lessons 03, 04 and this one, and the
     general FlashAttention for decoding over a KV cache); in the interpreter with small blocks,
-    so a forward pass takes seconds."""
-    from tilegym_edu.reference import attention, flash, pipelined
+    so a forward pass takes seconds. On a GPU the matmuls are `split_k.shape_matmul`, which
+    races lesson 03's paths per shape: a decoding step's few rows want K split, as lesson 03's
+    section 7 shows for a small output."""
+    from tilegym_edu.reference import attention, flash, pipelined, split_k
     from tilegym_edu.tune import Config
     small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2) if small_blocks else None
     if small_blocks:
@@ -122,7 +124,7 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
         def attn(q, k, v, causal=False):
             return attention.flash_attention(q, k, v, causal, config=small)
     else:
-        matmul = pipelined.tuned_matmul
+        matmul = split_k.shape_matmul
         attn = attention.flash_attention
 
     def cached_attention(q, k, v):
