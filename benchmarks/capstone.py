@@ -2,9 +2,10 @@
 
 * the three fused kernels (RMSNorm, in-place rotary, SwiGLU) on the graded cells' problems, in
   GB/s against a device-to-device copy of the same bytes, PyTorch eager and torch.compile;
-* the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile and the
-  course's reference kernels: tokens/s, the logits' error against the model in float32, and
-  each version's GPU time split by operation (torch.profiler);
+* the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile, the
+  lessons' kernels (the solutions' ops: lesson 03's pipelined matmul) and the course's reference
+  kernels (matmuls by shape_matmul, every path raced per shape): tokens/s, the logits' error
+  against the model in float32, and each version's GPU time split by operation (torch.profiler);
 * the same model decoding: one step of one new token per sequence over a KV cache of a given
   length, each version replayed as a CUDA graph (as serving engines run decoding, so that the
   GPU's work is timed and not Python's), in tokens/s, and the logits' error against float32.
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
+import dataclasses
 import math
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tilegym_edu import bench
-from tilegym_edu.reference import llama, llama_kernels
+from tilegym_edu.reference import llama, llama_kernels, pipelined
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
 
 from record import finish, header, options
@@ -81,6 +83,12 @@ def kernel_table(run, repeats: int = 3, rows: int = 8) -> str:
                                      max_name_column_width=60)
 
 
+def lesson_ops(kernels: llama.Ops) -> llama.Ops:
+    """``kernels`` with lesson 03's tuned pipelined matmul, as the lessons' solutions run the
+    model (the reference kernels race every matmul path per shape instead)."""
+    return dataclasses.replace(kernels, matmul=pipelined.tuned_matmul)
+
+
 def prefill(batch: int, seq: int) -> dict:
     """The model's prefill of batch x seq tokens on eager, torch.compile and the reference
     kernels: time, tokens/s, error against float32, GPU time by operation."""
@@ -88,10 +96,13 @@ def prefill(batch: int, seq: int) -> dict:
     model = llama.Llama(cfg, torch.float16, "cuda")
     tokens = llama.random_tokens(cfg, batch, seq, torch.Generator().manual_seed(0))
     kernels = llama_kernels.reference_ops(small_blocks=False)
+    lesson = lesson_ops(kernels)
     model(tokens, kernels)                                # tune the matmuls and attention first
+    model(tokens, lesson)
     compiled = torch.compile(lambda t: model(t))
     compiled(tokens)
     versions = {"PyTorch eager": lambda: model(tokens), "torch.compile": lambda: compiled(tokens),
+                "lesson kernels": lambda: model(tokens, lesson),
                 "reference kernels": lambda: model(tokens, kernels)}
     expected = model.to(torch.float32)(tokens).float()
     errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
@@ -128,6 +139,8 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
                 "torch.compile": llama.repeatable_decode_step(model, llama.TORCH_OPS, prompt,
                                                               context,
                                                               torch.compile(model.forward)),
+                "lesson kernels": llama.repeatable_decode_step(model, lesson_ops(kernels),
+                                                               prompt, context),
                 "reference kernels": llama.repeatable_decode_step(model, kernels, prompt,
                                                                   context)}
     expected = model.to(torch.float32)(prompt)[:, -1:].float()
