@@ -64,9 +64,18 @@ def test_cell_source(lesson: str, grade_id: str) -> str:
 
 
 def run_test_cell(lesson: str, grade_id: str, replacements: dict[str, Callable]) -> None:
-    """Run test cell ``grade_id`` of ``lesson`` with some of the learner's functions replaced."""
-    namespace = {**lesson_namespace(lesson), **replacements}
-    _run_cell(test_cell_source(lesson, grade_id), f"{lesson}:{grade_id}", namespace)
+    """Run test cell ``grade_id`` of ``lesson`` with some of the learner's functions replaced:
+    in the lesson's namespace itself while the cell runs, so that the helpers that call them
+    (defined there) call the replacements too; the cell runs in a copy of it."""
+    namespace = lesson_namespace(lesson)
+    saved = {name: namespace[name] for name in replacements if name in namespace}
+    namespace.update(replacements)
+    try:
+        _run_cell(test_cell_source(lesson, grade_id), f"{lesson}:{grade_id}", dict(namespace))
+    finally:
+        for name in replacements:
+            namespace.pop(name, None)
+        namespace.update(saved)
 
 
 def _fingerprint(value: Any) -> Any:
