@@ -84,7 +84,7 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "handle",     # the numpy data of a value in Triton's interpreter
     # the course's reference kernels and grading machinery
     "reference", "grading", "course", "classroom", "class_worker", "class_state",
-    "class_gradebook", "audit", "sandbox", "submission", "cli",
+    "class_gradebook", "class_cluster", "audit", "sandbox", "submission", "cli",
 })
 _FORBIDDEN_PREFIXES = ("register_", "set_", "_")
 
@@ -106,7 +106,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
     "tilegym_edu.build", "tilegym_edu.autograde", "tilegym_edu.grade_report",
     "tilegym_edu.classroom", "tilegym_edu.class_worker", "tilegym_edu.class_state",
-    "tilegym_edu.class_gradebook", "tilegym_edu.audit", "tilegym_edu.sandbox",
+    "tilegym_edu.class_gradebook", "tilegym_edu.class_cluster", "tilegym_edu.audit",
+    "tilegym_edu.sandbox",
     "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check",

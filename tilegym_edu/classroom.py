@@ -86,17 +86,22 @@ def _since(started: float) -> float:
 
 def grade_class(lesson: str, folder: Path, root: Path | None = None, sandboxed: bool = True,
                 workers: int | None = None, force: bool = False,
-                progress: TextIO | None = None) -> list[ClassResult]:
+                progress: TextIO | None = None, scheduler: str | None = None) -> list[ClassResult]:
     """Grade ``folder/<student>/`` for every student, in name order, each in a fresh kernel
     (in the sandbox unless ``sandboxed`` is False) that cannot see the other students' work,
-    with ``workers`` at once (default: one per visible GPU, else 1). Whatever one submission
-    does, the others are graded: a student whose grading fails is a row that says why.
+    with ``workers`` at once (default: one per visible GPU, else 1), or, given the address of
+    a Dask ``scheduler``, as tasks of that cluster (tilegym_edu.class_cluster). Whatever one
+    submission does, the others are graded: a student whose grading fails is a row that says
+    why.
     Students whose notebooks (and the lesson) are unchanged since their last successful
     grading keep that result, unless ``force``. One line per finished grading goes to
     ``progress`` (default: stderr)."""
     folder, root = Path(folder), Path(root) if root else course.course_root()
     progress = progress or sys.stderr
-    slots = plan_workers(workers, visible_gpus())
+    if scheduler is not None and workers is not None:
+        raise course.CourseError("--workers and --scheduler: the cluster decides how many "
+                                 "gradings run at once (one per GPU its workers offer); give one")
+    slots = plan_workers(workers, visible_gpus()) if scheduler is None else []
     state = class_state.load_state(root, lesson)
     named = students(folder)
     results = {student: ClassResult(student, error="the folder name is not a student id "
@@ -110,8 +115,14 @@ def grade_class(lesson: str, folder: Path, root: Path | None = None, sandboxed: 
         print(f"{len(hashes) - len(to_grade)} of {len(hashes)} students unchanged since their "
               "last grading: their earlier grades are kept (--force grades them again)",
               file=progress, flush=True)
-    finished = (_grade_here(lesson, folder, to_grade, root, sandboxed) if len(slots) == 1
-                else _grade_in_workers(lesson, folder, to_grade, root, sandboxed, slots))
+    if scheduler is not None:
+        from tilegym_edu import class_cluster
+        finished = class_cluster.grade_on_cluster(lesson, folder, to_grade, root, sandboxed,
+                                                  scheduler)
+    elif len(slots) == 1:
+        finished = _grade_here(lesson, folder, to_grade, root, sandboxed)
+    else:
+        finished = _grade_in_workers(lesson, folder, to_grade, root, sandboxed, slots)
     for done, result in enumerate(finished, 1):
         print(f"[{done}/{len(to_grade)}] {_progress_line(lesson, result)}", file=progress,
               flush=True)
@@ -227,8 +238,7 @@ def _run_worker(lesson: str, folder: Path, student: str, root: Path, copy: Path,
     outcome in ``root``; a worker that dies, or a grading that cannot be recorded, becomes
     the student's error."""
     started = time.monotonic()
-    log = root / ".grading" / "classes" / f"{lesson}-logs" / f"{student}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = worker_log(root, lesson, student)
     out = copy / "result.json"
     out.unlink(missing_ok=True)
     with open(log, "w") as log_file:
@@ -236,6 +246,22 @@ def _run_worker(lesson: str, folder: Path, student: str, root: Path, copy: Path,
                                                 sandboxed, hide, out),
                                  env=worker_environment(gpu, copy), stdout=log_file,
                                  stderr=subprocess.STDOUT)
+    return record_worker_result(lesson, student, root, copy, status, log, started)
+
+
+def worker_log(root: Path, lesson: str, student: str) -> Path:
+    """Where a worker process's output goes: .grading/classes/LESSON-logs/STUDENT.log."""
+    log = root / ".grading" / "classes" / f"{lesson}-logs" / f"{student}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return log
+
+
+def record_worker_result(lesson: str, student: str, root: Path, copy: Path, status: int,
+                         log: Path, started: float) -> ClassResult:
+    """The result a worker process (exit ``status``) left in ``copy``/result.json, recorded
+    in ``root``'s gradebook and ``.grading/``; a worker that left none, or a grading that
+    cannot be recorded, becomes the student's error."""
+    out = copy / "result.json"
     if not out.is_file():
         how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
         return ClassResult(student, error=f"the grading process ended without a result ({how}; "

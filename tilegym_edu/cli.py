@@ -11,7 +11,8 @@
                                        every student's notebook, each in a sandbox
                                        (--no-sandbox: only for trusted work), N at once (default
                                        one per GPU, each on its own), only what is new, changed
-                                       or failed since the last run unless --force
+                                       or failed since the last run unless --force;
+                                       --scheduler ADDRESS: as tasks of a Dask cluster
     tilegym-edu generate [LESSON ...]  rebuild solutions/ from the lesson sources (.py), then
                                        notebooks/ from solutions/ (maintainers; --from-notebooks:
                                        the sources from edited solutions/ notebooks)
@@ -159,7 +160,8 @@ def grade_class(args: argparse.Namespace) -> int:
     from tilegym_edu import classroom
     results = classroom.grade_class(args.lesson, Path(args.folder),
                                     sandboxed=_sandbox_wanted(args, default=True),
-                                    workers=args.workers, force=args.force)
+                                    workers=args.workers, force=args.force,
+                                    scheduler=args.scheduler)
     for r in results:
         if not r.earlier:
             print(r.report.format_table() if r.report else f"{r.student}: not graded: {r.error}")
@@ -223,6 +225,9 @@ def parser() -> argparse.ArgumentParser:
     gc.add_argument("--force", action="store_true",
                     help="grade every submission again, also those unchanged since their last "
                          "grading (kept in .grading/classes/LESSON.json)")
+    gc.add_argument("--scheduler", metavar="ADDRESS",
+                    help="grade as tasks of the Dask cluster whose scheduler is at ADDRESS "
+                         "(tcp://host:8786), one GPU each (grader/README.md)")
     _sandbox_flags(gc)
     gc.set_defaults(run=grade_class)
     ge = sub.add_parser("generate", help="rebuild solutions/ notebooks from their .py sources, "

@@ -1,0 +1,56 @@
+"""grade-class on a Dask cluster (tilegym_edu.class_cluster): a local cluster of two worker
+processes, each offering one unit of a "GPU" resource as a real deployment's would (interpreter
+mode here: there is no GPU), grades the class into the same CSV and gradebook as one local
+worker does; and a scheduler that does not answer is a one-line error."""
+import csv
+
+import pytest
+
+from tests.test_class_parallel import gradebook_points
+from tests.test_classroom import SANDBOX_FLAG, class_of_three
+from tilegym_edu import cli
+
+distributed = pytest.importorskip(
+    "distributed", reason="the cluster engine needs `distributed`: pip install -e '.[cluster]' "
+                          "(make test installs it)")
+
+
+def rows_without_times(path):
+    return {r["student"]: {k: v for k, v in r.items() if k != "seconds"}
+            for r in csv.DictReader(path.open())}
+
+
+@pytest.mark.slow
+def test_a_cluster_grades_the_class_as_one_local_worker_does(tmp_path, monkeypatch, capfd):
+    root, folder, _ = class_of_three(tmp_path)
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
+    local, on_cluster = tmp_path / "local.csv", tmp_path / "cluster.csv"
+    assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(local), *SANDBOX_FLAG]) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  resources={"GPU": 1}, dashboard_address=None) as cluster:
+        assert cli.main(["grade-class", "tiny", str(folder), "--csv", str(on_cluster),
+                         "--scheduler", cluster.scheduler_address, "--force",
+                         *SANDBOX_FLAG]) == 0
+    assert rows_without_times(on_cluster) == rows_without_times(local)
+    assert gradebook_points(root, "ada") == 2 and gradebook_points(root, "bob") == 0
+    assert (root / ".grading" / "feedback" / "ada" / "tiny" / "tiny.html").is_file()
+    assert not any((root / ".grading-cluster" / "tiny").iterdir()), "the tasks' copies are kept"
+    assert "[3/3]" in capfd.readouterr().err
+
+
+def test_a_scheduler_that_does_not_answer_says_what_to_start(tmp_path, monkeypatch, capsys):
+    root, folder, _ = class_of_three(tmp_path)
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
+    monkeypatch.setattr("tilegym_edu.class_cluster.CONNECT_TIMEOUT_S", 1)
+    assert cli.main(["grade-class", "tiny", str(folder), "--scheduler", "tcp://127.0.0.1:9",
+                     *SANDBOX_FLAG]) == 2
+    err = capsys.readouterr().err
+    assert "no Dask scheduler answered at tcp://127.0.0.1:9" in err and "dask worker" in err
+
+
+def test_workers_and_a_scheduler_are_refused_together(tmp_path, monkeypatch, capsys):
+    root, folder, _ = class_of_three(tmp_path)
+    monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(root))
+    assert cli.main(["grade-class", "tiny", str(folder), "--workers", "2", "--scheduler",
+                     "tcp://127.0.0.1:9", *SANDBOX_FLAG]) == 2
+    assert "--workers and --scheduler" in capsys.readouterr().err
