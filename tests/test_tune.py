@@ -368,3 +368,10 @@ def test_inside_a_correctness_check_a_default_that_cannot_fit_gives_way():
         result = tune.autotune(kernel_a, PROBLEM, space, lambda c: None,
                                measure=SyntheticGPU({}), resources=tiny)
     assert result.config == cfg(64)
+
+
+def test_configs_from_rows_names_each_row_in_order():
+    rows = [(128, 64, 4), (64, 32, 8)]
+    assert tune.configs_from_rows(("BLOCK_M", "BLOCK_N", "num_warps"), rows) == (
+        tune.Config(BLOCK_M=128, BLOCK_N=64, num_warps=4),
+        tune.Config(BLOCK_M=64, BLOCK_N=32, num_warps=8))

@@ -40,7 +40,7 @@ import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import triton
 
@@ -118,6 +118,17 @@ class Resources:
 Prune = Callable[[Config, Mapping[str, object], Resources], "str | None"]
 
 
+#: the launch parameters of a tiled, matmul-like kernel, in the order its search space lists them
+TILE_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+
+
+def configs_from_rows(names: Sequence[str], rows: Iterable[Sequence[int | bool]]
+                      ) -> tuple[Config, ...]:
+    """One Config per row, its values named by ``names`` in order: a search space's candidates
+    written as a table."""
+    return tuple(Config(**dict(zip(names, row))) for row in rows)
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """The configurations worth trying, by level.
@@ -141,8 +152,7 @@ class SearchSpace:
             found += list(self.small)
         if level >= 2 and self.grid:
             names = list(self.grid)
-            found += [Config(**dict(zip(names, values)))
-                      for values in itertools.product(*(self.grid[n] for n in names))]
+            found += configs_from_rows(names, itertools.product(*(self.grid[n] for n in names)))
         return list(dict.fromkeys(found))
 
     def candidates(self, level: int, problem: Mapping[str, object],

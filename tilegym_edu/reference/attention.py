@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
-from tilegym_edu.tune import Config, SearchSpace, autotune
+from tilegym_edu.tune import Config, SearchSpace, autotune, configs_from_rows
 
 #: log2(e): exp(x) = exp2(x * LOG2E), and exp2 is the GPU's native instruction
 LOG2E = 1.4426950408889634
@@ -184,8 +184,8 @@ _NAMES = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
 ATTENTION_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
 ATTENTION_SPACE = SearchSpace(
     default=Config(**ATTENTION_DEFAULT),
-    small=[Config(**dict(zip(_NAMES, row))) for row in
-           [(128, 128, 8, 3), (128, 64, 4, 3), (128, 32, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4)]],
+    small=configs_from_rows(_NAMES, [(128, 128, 8, 3), (128, 64, 4, 3), (128, 32, 4, 4),
+                                     (64, 64, 4, 3), (64, 32, 4, 4)]),
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
           "num_stages": (2, 3, 4, 5)},
     prune=attention_prune, cap=100)

@@ -30,7 +30,7 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import Pair, check_conv_inputs, geometry
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, SearchSpace
+from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, configs_from_rows
 
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
@@ -110,10 +110,9 @@ def depthwise_conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.c
 
 #: level 0 of PACKED_SPACE: small output-channel tiles (a stem has 64, a group often fewer)
 PACKED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)
-_PACKED_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
 PACKED_SPACE = SearchSpace(
     default=Config(**PACKED_DEFAULT),
-    small=tuple(Config(**dict(zip(_PACKED_NAMES, row))) for row in [
+    small=configs_from_rows(TILE_NAMES, [
         (128, 64, 64, 8, 4, 3), (256, 64, 32, 8, 8, 3), (64, 64, 32, 8, 4, 4),
         (128, 32, 32, 8, 4, 3), (64, 32, 16, 8, 4, 3), (128, 128, 32, 8, 8, 3)]),
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (16, 32, 64, 128), "BLOCK_K": (16, 32, 64),
@@ -125,7 +124,7 @@ DEPTHWISE_DEFAULT = dict(BLOCK_M=64, BLOCK_C=64, num_warps=4, num_stages=2)
 _DEPTHWISE_NAMES = ("BLOCK_M", "BLOCK_C", "num_warps", "num_stages")
 DEPTHWISE_SPACE = SearchSpace(
     default=Config(**DEPTHWISE_DEFAULT),
-    small=tuple(Config(**dict(zip(_DEPTHWISE_NAMES, row))) for row in [
+    small=configs_from_rows(_DEPTHWISE_NAMES, [
         (32, 64, 4, 2), (128, 64, 8, 2), (64, 128, 8, 2), (32, 128, 4, 2), (128, 32, 4, 2),
         (16, 256, 8, 2)]),
     grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_C": (32, 64, 128, 256), "num_warps": (4, 8),

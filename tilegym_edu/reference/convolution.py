@@ -23,7 +23,7 @@ import triton.language as tl
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, SearchSpace, autotune
+from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, autotune, configs_from_rows
 
 Pair = int | Sequence[int]
 
@@ -236,14 +236,13 @@ def conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.constexpr,
 #: the hand-written configuration (CONV_SPACE's level 0): the winner on N32 C64 56x56 K64 3x3
 CONV_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)
 
-_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
 
 #: the implicit-GEMM kernel's search space; level 1 holds the configurations that won or came
 #: close on the H200's ResNet layers (benchmarks/convolution.py) plus small tiles for few
 #: channels and GPUs with less shared memory
 CONV_SPACE = SearchSpace(
     default=Config(**CONV_DEFAULT),
-    small=tuple(Config(**dict(zip(_CONV_NAMES, row))) for row in [
+    small=configs_from_rows(TILE_NAMES, [
         (128, 64, 64, 8, 4, 2), (128, 128, 128, 8, 8, 3), (128, 128, 64, 8, 8, 4),
         (128, 128, 64, 8, 8, 3), (64, 64, 64, 8, 4, 4), (64, 128, 64, 8, 4, 4),
         (128, 128, 64, 8, 4, 3), (64, 128, 64, 8, 8, 3), (128, 64, 64, 8, 4, 4),

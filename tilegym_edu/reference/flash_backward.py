@@ -21,7 +21,7 @@ import triton.language as tl
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.flash import flash_forward
-from tilegym_edu.tune import Config, SearchSpace, TuneResult, autotune
+from tilegym_edu.tune import SearchSpace, TuneResult, autotune, configs_from_rows
 
 
 @triton.jit
@@ -181,8 +181,8 @@ _NAMES = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
 
 def _space(default, small, resident, streamed) -> SearchSpace:
     return SearchSpace(
-        default=Config(**dict(zip(_NAMES, default))),
-        small=[Config(**dict(zip(_NAMES, row))) for row in small],
+        default=configs_from_rows(_NAMES, [default])[0],
+        small=configs_from_rows(_NAMES, small),
         grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
               "num_stages": (2, 3, 4, 5)},
         prune=_backward_prune(resident, streamed), cap=100)

@@ -15,7 +15,7 @@ import triton.language as tl
 from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, SearchSpace, autotune
+from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, autotune, configs_from_rows
 
 
 @triton.jit
@@ -215,21 +215,16 @@ def matmul_prune(config: Mapping[str, int], problem: Mapping[str, object],
     return None
 
 
-def _configs(rows, names):
-    return tuple(Config(**dict(zip(names, row))) for row in rows)
-
-
-_PIPELINED_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
 
 #: the pipelined kernel's search space; level 1 holds configurations that did well on the H200
 #: (benchmarks/matmul_configs.py) plus smaller tiles (48 and 24 KiB in float16) that fit GPUs
 #: with less shared memory, and float32
 PIPELINED_SPACE = SearchSpace(
     default=Config(**PIPELINED_DEFAULT),
-    small=_configs([(128, 256, 64, 8, 8, 3), (128, 256, 32, 8, 8, 5), (128, 128, 64, 8, 8, 4),
-                    (128, 128, 32, 8, 4, 5), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4),
-                    (128, 128, 32, 8, 4, 3), (64, 64, 32, 8, 4, 3)],
-                   _PIPELINED_NAMES),
+    small=configs_from_rows(TILE_NAMES, [
+        (128, 256, 64, 8, 8, 3), (128, 256, 32, 8, 8, 5), (128, 128, 64, 8, 8, 4),
+        (128, 128, 32, 8, 4, 5), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4),
+        (128, 128, 32, 8, 4, 3), (64, 64, 32, 8, 4, 3)]),
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64, 128),
           "GROUP_M": (8,), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},
     prune=matmul_prune, cap=120)
@@ -240,10 +235,10 @@ _PERSISTENT_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EPILOGUE_SPLIT
 #: the persistent kernel's search space (tensor descriptors: compute capability 9.0 and up)
 PERSISTENT_SPACE = SearchSpace(
     default=Config(**PERSISTENT_DEFAULT),
-    small=_configs([(128, 256, 64, 8, 2, True, 8, 3), (256, 128, 64, 8, 2, True, 8, 3),
-                    (128, 128, 64, 8, 1, True, 8, 4), (128, 128, 64, 8, 1, False, 4, 4),
-                    (128, 256, 32, 8, 2, True, 8, 6), (128, 128, 32, 8, 2, True, 8, 3)],
-                   _PERSISTENT_NAMES),
+    small=configs_from_rows(_PERSISTENT_NAMES, [
+        (128, 256, 64, 8, 2, True, 8, 3), (256, 128, 64, 8, 2, True, 8, 3),
+        (128, 128, 64, 8, 1, True, 8, 4), (128, 128, 64, 8, 1, False, 4, 4),
+        (128, 256, 32, 8, 2, True, 8, 6), (128, 128, 32, 8, 2, True, 8, 3)]),
     grid={"BLOCK_M": (128, 256), "BLOCK_N": (128, 256), "BLOCK_K": (32, 64, 128),
           "GROUP_M": (8,), "EPILOGUE_SPLIT": (1, 2), "FLATTEN": (True, False),
           "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)},

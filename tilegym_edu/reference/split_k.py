@@ -32,7 +32,7 @@ from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, 
                                              persistent_matmul_kernel, pipelined_matmul,
                                              pipelined_matmul_kernel, tma_output, tma_problem)
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, SearchSpace, autotune, kernel_source
+from tilegym_edu.tune import Config, SearchSpace, autotune, configs_from_rows, kernel_source
 
 
 @triton.jit
@@ -130,9 +130,9 @@ def split_k_prune(config, problem, resources) -> str | None:
 _SPLIT_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages")
 SPLIT_K_SPACE = SearchSpace(
     default=Config(**SPLIT_K_DEFAULT),
-    small=[Config(**dict(zip(_SPLIT_NAMES, row))) for row in
-           [(128, 128, 64, 8, 4, 8, 4), (128, 128, 64, 8, 32, 8, 4), (128, 128, 64, 8, 64, 8, 4),
-            (64, 128, 64, 8, 16, 4, 4), (64, 64, 64, 8, 32, 4, 4), (128, 256, 64, 8, 16, 8, 3)]],
+    small=configs_from_rows(_SPLIT_NAMES, [
+        (128, 128, 64, 8, 4, 8, 4), (128, 128, 64, 8, 32, 8, 4), (128, 128, 64, 8, 64, 8, 4),
+        (64, 128, 64, 8, 16, 4, 4), (64, 64, 64, 8, 32, 4, 4), (128, 256, 64, 8, 16, 8, 3)]),
     grid={"BLOCK_M": (64, 128), "BLOCK_N": (64, 128, 256), "BLOCK_K": (64, 128),
           "GROUP_M": (8,), "SPLIT_K": (2, 4, 8, 16, 32, 64, 128), "num_warps": (4, 8),
           "num_stages": (3, 4)},
