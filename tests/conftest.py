@@ -44,13 +44,13 @@ def course_copy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def lesson_reports(course_copy, tmp_path_factory):
     """lesson_reports(lesson): the grade reports of that lesson's solution ("solution") and of
-    each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session."""
-    from tests.lesson_checks import grade_submissions, submissions_of
+    each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session,
+    every lesson's at the first call (one pool of graders for all: tests/lesson_checks.py)."""
+    from tests.lesson_checks import LESSONS, grade_lessons
     graded = {}
 
     def reports(lesson: str) -> dict:
-        if lesson not in graded:
-            graded[lesson] = grade_submissions(lesson, course_copy, tmp_path_factory,
-                                               submissions_of(lesson))
+        if not graded:
+            graded.update(grade_lessons(LESSONS, course_copy, tmp_path_factory))
         return graded[lesson]
     return reports

@@ -135,34 +135,40 @@ def packed(lesson: str, submissions: list[Submission]) -> list[list[Submission]]
     return [members for _, _, members in groups]
 
 
-def grade_submissions(lesson: str, root: Path, tmp_path_factory,
-                      submissions: list[Submission]) -> dict[str, grade_report.GradeReport]:
-    """{"solution": the solution graded whole, and per submission name: the grading that
-    holds its affected_exercises}. The submissions are graded in packed groups, each group
-    as one notebook with every member's edits, on the members' affected exercises only;
-    GRADING_WORKERS gradings at a time, each worker in its own copy of the course at
-    ``root``; student ids are prefixed with the lesson number so lessons never share one."""
-    prefix = lesson[:2]
-    solution = root / "solutions" / lesson / f"{lesson}.ipynb"
-    jobs = {"solution": (solution.parent, f"l{prefix}_solution", [])}
-    graded_in = {}
-    for members in packed(lesson, submissions):
-        name = "+".join(m.name for m in members)
-        together = Submission(name, {k: v for m in members for k, v in m.edits.items()})
-        folder = together.write(solution, tmp_path_factory.mktemp(f"l{prefix}_{members[0].name}"))
-        exercises = [e for e in lesson_points(lesson)
-                     if any(e in affected_exercises(lesson, m) for m in members)]
-        jobs[name] = (folder, f"l{prefix}_{members[0].name}", exercises)
-        graded_in.update({m.name: name for m in members})
-    workspace = tmp_path_factory.mktemp(f"l{prefix}_graders")
+def grade_lessons(lessons: list[str], root: Path,
+                  tmp_path_factory) -> dict[str, dict[str, grade_report.GradeReport]]:
+    """{lesson: {"solution": the solution graded whole, and per known-wrong submission's name:
+    the grading that holds its affected_exercises}}. Each lesson's submissions are graded in
+    packed groups, each group as one notebook with every member's edits, on the members'
+    affected exercises only. Every grading of every lesson goes to one pool of GRADING_WORKERS
+    processes, the solutions first (the longest), so no worker waits for another lesson's last
+    grading; each worker grades in its own copy of the course at ``root``; student ids are
+    prefixed with the lesson number so lessons never share one."""
+    solutions, packs, graded_in = {}, {}, {}
+    for lesson in lessons:
+        prefix = lesson[:2]
+        solution = root / "solutions" / lesson / f"{lesson}.ipynb"
+        solutions[(lesson, "solution")] = (solution.parent, f"l{prefix}_solution", [])
+        for members in packed(lesson, submissions_of(lesson)):
+            name = "+".join(m.name for m in members)
+            together = Submission(name, {k: v for m in members for k, v in m.edits.items()})
+            folder = together.write(solution,
+                                    tmp_path_factory.mktemp(f"l{prefix}_{members[0].name}"))
+            exercises = [e for e in lesson_points(lesson)
+                         if any(e in affected_exercises(lesson, m) for m in members)]
+            packs[(lesson, name)] = (folder, f"l{prefix}_{members[0].name}", exercises)
+            graded_in.update({(lesson, m.name): (lesson, name) for m in members})
+    workspace = tmp_path_factory.mktemp("graders")
     with ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_limit_threads) as pool:
-        futures = {name: pool.submit(_grade_in_own_course, lesson, str(folder), student,
-                                     str(root), str(workspace), exercises)
-                   for name, (folder, student, exercises) in jobs.items()}
-        reports = {name: future.result() for name, future in futures.items()}
-    return {"solution": reports["solution"],
-            **{member: reports[job] for member, job in graded_in.items()}}
+        futures = {key: pool.submit(_grade_in_own_course, key[0], str(folder), student,
+                                    str(root), str(workspace), exercises)
+                   for key, (folder, student, exercises) in {**solutions, **packs}.items()}
+        reports = {key: future.result() for key, future in futures.items()}
+    return {lesson: {"solution": reports[(lesson, "solution")],
+                     **{member: reports[job] for (of, member), job in graded_in.items()
+                        if of == lesson}}
+            for lesson in lessons}
 
 
 def assert_full_marks_but_gpu(report: grade_report.GradeReport, points: dict[str, int],
@@ -186,7 +192,7 @@ def assert_loses_exactly(solution: grade_report.GradeReport, graded: grade_repor
     """The cells ``submission.loses`` score 0 with its reason (and its ``details`` for those it
     names), the cells of ``also`` score 0, those of ``may`` 0 or as the solution does, and every
     other cell checked scores as the solution does. Checked: the cells of ``only`` (the
-    submission's affected_exercises, for a packed grading of grade_submissions, which must hold
+    submission's affected_exercises, for a packed grading of grade_lessons, which must hold
     them), else every cell of the lesson, which ``graded`` must hold."""
     solution_results, graded_results = by_exercise(solution), by_exercise(graded)
     checked = set(solution_results) if only is None else set(only)
