@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
-from tilegym_edu.reference.convolution import Pair, check_conv_inputs, geometry
+from tilegym_edu.reference.convolution import Pair, check_conv_inputs, geometry, new_output
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, configs_from_rows
@@ -132,11 +132,6 @@ DEPTHWISE_SPACE = SearchSpace(
     cap=40)
 
 
-def _output(x: torch.Tensor, K: int, P: int, Q: int) -> torch.Tensor:
-    return torch.empty((x.shape[0], K, P, Q), device=x.device, dtype=x.dtype,
-                       memory_format=torch.channels_last)
-
-
 @forbidden_in_graded_calls
 def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                   dilation: Pair = 1, groups: int = 1,
@@ -148,7 +143,7 @@ def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
     N, C, H, W = x.shape
     K, CG, R, S = w.shape
     options = {**PACKED_DEFAULT, **(config or {})}
-    y = _output(x, K, P, Q)
+    y = new_output(x, K, P, Q)
     KG = K // groups
     grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]) * triton.cdiv(KG, options["BLOCK_N"]),
             groups)
@@ -171,7 +166,7 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding
     N, _, H, W = x.shape
     K, _, R, S = w.shape
     options = {**DEPTHWISE_DEFAULT, **(config or {})}
-    y = _output(x, K, P, Q)
+    y = new_output(x, K, P, Q)
     grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]), triton.cdiv(K, options["BLOCK_C"]))
     depthwise_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, K // C, sh, sw, ph, pw,
                                   dh, dw, **options)

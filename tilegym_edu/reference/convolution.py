@@ -89,6 +89,13 @@ def check_conv_inputs(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
     return P, Q
 
 
+def new_output(x: torch.Tensor, K: int, P: int, Q: int) -> torch.Tensor:
+    """A new y (N, K, P, Q) for input x, in x's dtype and on its device, channels_last: what
+    every kernel here writes."""
+    return torch.empty((x.shape[0], K, P, Q), device=x.device, dtype=x.dtype,
+                       memory_format=torch.channels_last)
+
+
 def im2col(x: torch.Tensor, R: int, S: int, stride: Pair = 1, padding: Pair = 0,
            dilation: Pair = 1) -> torch.Tensor:
     """The (N·P·Q, R·S·C) im2col matrix of an NHWC x, rows in (n, p, q) order, columns in
@@ -168,8 +175,7 @@ def direct_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
     (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
-    y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype,
-                    memory_format=torch.channels_last)
+    y = new_output(x, K, P, Q)
     grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]), triton.cdiv(K, options["BLOCK_N"]))
     direct_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R=R, S=S, STRIDE_H=sh,
                                STRIDE_W=sw, PAD_H=ph, PAD_W=pw, DIL_H=dh, DIL_W=dw, **options)
@@ -281,8 +287,7 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0
     (N, K, P, Q) channels_last. ``config`` picks the launch configuration (default
     CONV_DEFAULT); ``level`` tunes it for this problem instead (tilegym_edu.tune, cached)."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
-    y = torch.empty((x.shape[0], w.shape[0], P, Q), device=x.device, dtype=x.dtype,
-                    memory_format=torch.channels_last)
+    y = new_output(x, w.shape[0], P, Q)
     if level is not None:
         config = autotune(conv2d_kernel, conv_problem(x, w, stride, padding, dilation),
                           CONV_SPACE, lambda c: launch_conv2d(x, w, y, stride, padding,
