@@ -999,10 +999,9 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 # assumes many channels. Three kinds of layer break the assumption:
 #
 # - **A stem**, a network's first layer, reads the image: $C = 3$. Each step of 16 or more channels
-#   does 3 of useful work, and ResNet-50's 7x7 stem takes 49 such steps. On an H200 the reference
-#   `conv2d`, tuned, ran that stem (batch 32, 224x224, stride 2, 64 filters) at 9.5 TFLOP/s against
-#   cuDNN's 84, 0.11x (the measurement that opened the course's issue 19;
-#   `benchmarks/conv_groups.py` measures it again). The fix is to **pack** the reduction: one
+#   does 3 of useful work, and ResNet-50's 7x7 stem takes 49 such steps: at most 3/16 of the
+#   tensor cores' work is useful. (`benchmarks/conv_groups.py` times this stem against cuDNN; the
+#   course has not recorded that run yet.) The fix is to **pack** the reduction: one
 #   index $t = (r \cdot S + s) \cdot C + c$ over all $R \cdot S \cdot C = 147$ products, cut into
 #   `BLOCK_K` steps (5 of 32), each gathering the input elements its indices name. In NHWC memory,
 #   with dilation 1, the $S \cdot C = 21$ elements of one filter row $r$ are adjacent, so the
