@@ -49,6 +49,35 @@ def test_packed_conv2d_matches_f_conv2d(layer, dtype):
                    padding=padding, dilation=dilation, groups=groups)
 
 
+BLOCKS_OF_GROUPS = [  # (layer as in PACKED, GROUP_WIDTH, groups per program it gives)
+    ((1, 24, 6, 5, 16, 8, 3, 3, 1, 1, 1), 32, 8),       # all 8 groups in one block-diagonal tile
+    ((1, 32, 5, 6, 32, 16, 3, 3, 2, 1, 1), 16, 8),      # 16 groups of 2 in two blocks of 8
+    ((2, 8, 7, 6, 12, 4, 3, 3, 1, 1, 1), 6, 2),         # 2 in, 3 out per group: blocks of 2
+    ((2, 8, 7, 6, 12, 4, 3, 3, 1, 1, 1), 1, 1),         # one GEMM per group
+]
+
+
+@pytest.mark.parametrize("layer, width, blocked", BLOCKS_OF_GROUPS,
+                         ids=[f"G{c[0][5]}-width{c[1]}" for c in BLOCKS_OF_GROUPS])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_packed_conv2d_on_blocks_of_groups(layer, width, blocked, dtype):
+    N, C, H, W, K, groups, R, S, stride, padding, dilation = layer
+    assert conv_groups.groups_per_block(groups, C // groups, K // groups, width) == blocked
+    x, w = inputs(N, C, H, W, K, C // groups, R, S, dtype, seed=3)
+    y = conv_groups.packed_conv2d(x, w, stride, padding, dilation, groups,
+                                  {**SMALL_PACKED, "GROUP_WIDTH": width})
+    assert_matches(y, x, w, 1e-4 if dtype == torch.float32 else 3e-3, stride=stride,
+                   padding=padding, dilation=dilation, groups=groups)
+
+
+def test_groups_per_block_is_a_power_of_two_dividing_groups():
+    assert conv_groups.groups_per_block(32, 4, 4, 32) == 8        # ResNeXt-50 32x4d
+    assert conv_groups.groups_per_block(32, 4, 4, 64) == 16
+    assert conv_groups.groups_per_block(12, 4, 4, 64) == 4        # 8 does not divide 12
+    assert conv_groups.groups_per_block(1, 3, 64, 32) == 1        # a stem
+    assert conv_groups.groups_per_block(2, 64, 64, 32) == 1       # wide groups stay alone
+
+
 DEPTHWISE = [  # (N, C, H, W, multiplier, R, S, stride, padding, dilation)
     (2, 20, 9, 8, 1, 3, 3, 1, 1, 1),           # MobileNet's 3x3 depthwise
     (1, 7, 11, 10, 1, 3, 3, 2, 1, 1),          # strided

@@ -68,7 +68,8 @@ from tilegym_edu.reference.convolution import direct_conv2d, direct_conv2d_kerne
 from tilegym_edu.reference.convolution import filters_as_matrix, im2col, im2col_conv2d  # version 2
 from tilegym_edu.reference.convolution import (CONV_SPACE, check_conv_inputs, conv_problem,
                                                output_size, pair)   # helpers for Exercise 2
-from tilegym_edu.reference.conv_groups import DEPTHWISE_DEFAULT, PACKED_DEFAULT  # Exercises 3, 4
+from tilegym_edu.reference.conv_groups import (DEPTHWISE_DEFAULT, PACKED_DEFAULT,  # Exercises 3, 4
+                                               groups_per_block)
 from tilegym_edu.tune import autotune
 from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 
@@ -1009,7 +1010,17 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 # - **Grouped convolution** (`groups=G`, ResNeXt): output channel $k$ reads only the $C / G$ input
 #   channels of its group $g = k \div (K / G)$, and `w` is $(K, C / G, R, S)$. It is $G$ separate
 #   GEMMs, each reducing over $R \cdot S \cdot C / G$ (36 for ResNeXt-50 32x4d's 3x3 layers: few
-#   again, so packed too). One kernel launch runs them all: `program_id(1)` is the group.
+#   again, so packed too). One kernel launch runs them all: `program_id(1)` is the group. But a
+#   group of 4 output channels makes a GEMM 4 columns wide, and `tl.dot` works on tiles of at least
+#   16 rows, columns and reduction steps: 12 of every 16 columns would be padding, and each pixel's
+#   4 input channels an 8-byte load. So a program takes a **block** of adjacent groups instead,
+#   8 of ResNeXt's (`groups_per_block`, imported, picks the largest power of two that divides $G$
+#   and keeps the block within `GROUP_WIDTH` channels): 32 input channels, one 64-byte run per
+#   pixel and tap, and 32 output columns. Output channel $j$ of the block reads only its own
+#   group's channels, so the filter tile is **block-diagonal**: zeros wherever input channel $c$
+#   and column $j$ belong to different groups. Most of its multiplies are by zero, 7 in 8 here,
+#   but this layer does 36 multiply-adds per output, far too few to be bound by the tensor cores:
+#   what it pays for is bytes, and the block loads them in full runs.
 # - **Depthwise convolution** ($G = C$, MobileNet): each output channel reads one input channel.
 #   There is no matrix product left: $y[n, k, p, q] = \sum_{r,s} x[n, k \div M, h, w] \cdot w[k, 0,
 #   r, s]$, with $M = K / C$ outputs per input channel (1 or more). A 3x3 depthwise layer does 9
@@ -1037,10 +1048,12 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 #
 # Write `packed_conv2d_kernel` and `packed_conv2d(x, w, stride=1, padding=0, dilation=1,
 # groups=1)`: `w` is $(K, C / G, R, S)$; `y` equals `F.conv2d(..., groups=groups)`. Check with
-# `check_conv_inputs(x, w, stride, padding, dilation, groups)`; launch a 2-D grid, `cdiv(N * P * Q,
-# BLOCK_M) * cdiv(K / G, BLOCK_N)` tiles (grouped order, `grouped_tile`) by $G$ groups, with
-# `PACKED_DEFAULT` (imported). The grader checks a 7x7 stride-2 stem on 3 channels, a dilated stem,
-# groups of 2 and 4 with odd sizes, a 1x1 layer, fp16 and fp32.
+# `check_conv_inputs(x, w, stride, padding, dilation, groups)`. Take $G_B$ =
+# `groups_per_block(G, C / G, K / G, PACKED_DEFAULT["GROUP_WIDTH"])` groups per block and launch a
+# 2-D grid, `cdiv(N * P * Q, BLOCK_M) * cdiv(G_B * K / G, BLOCK_N)` tiles (grouped order,
+# `grouped_tile`) by $G / G_B$ blocks, with the rest of `PACKED_DEFAULT` (imported) as the launch
+# options. The grader checks a 7x7 stride-2 stem on 3 channels, a dilated stem, groups of 2 and 4
+# with odd sizes, 16 groups in two blocks, a 1x1 layer, fp16 and fp32.
 
 # %% id="cell-45" nbgrader={"grade": false, "grade_id": "depthwise_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/conv_groups.py depthwise_conv2d_kernel solution
@@ -1083,10 +1096,11 @@ def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride=1, padding=0, dilatio
     N, C, H, W = x.shape
     K, CG, R, S = w.shape
     y = torch.empty((N, K, P, Q), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
-    config, KG = PACKED_DEFAULT, K // groups
-    grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(KG, config["BLOCK_N"]),
-            groups)
-    packed_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, CG, KG, sh, sw, ph, pw,
+    config, KG = dict(PACKED_DEFAULT), K // groups
+    GS = groups_per_block(groups, CG, KG, config.pop("GROUP_WIDTH"))
+    grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(GS * KG, config["BLOCK_N"]),
+            groups // GS)
+    packed_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, CG, KG, GS, sh, sw, ph, pw,
                                dh, dw, **config)
     return y
     ### END SOLUTION
@@ -1166,7 +1180,8 @@ grading.assert_correct(depthwise_conv2d, depthwise_reference, make_depthwise_inp
 
 # %% id="cell-49" nbgrader={"grade": true, "grade_id": "test_packed_correct", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Exercise 4: packed_conv2d is correct on stems (3 channels, 7x7 stride 2, a dilated 3x5), groups
-# of 2 and 4 with odd sizes, and a 1x1 layer, in fp16 and fp32.
+# of 2 and 4 with odd sizes, 16 groups of 3 channels in two blocks, and a 1x1 layer, in fp16 and
+# fp32.
 cases = [
     {"N": 2, "C": 3, "HW": (15, 13), "K": 8, "groups": 1, "RS": (7, 7), "stride": 2,
      "padding": 3, "dtype": torch.float16},
@@ -1176,6 +1191,8 @@ cases = [
      "dtype": torch.float16},
     {"N": 1, "C": 12, "HW": (6, 7), "K": 6, "groups": 2, "RS": (3, 2), "stride": 2,
      "dtype": torch.float32},
+    {"N": 1, "C": 48, "HW": (5, 6), "K": 48, "groups": 16, "RS": (3, 3), "padding": 1,
+     "dtype": torch.float16},
     {"N": 1, "C": 5, "HW": (5, 5), "K": 17, "groups": 1, "RS": (1, 1), "dtype": torch.float16},
 ]
 grading.assert_correct(packed_conv2d, groups_reference, make_groups_inputs, cases, seeds=(0, 1))

@@ -11,8 +11,11 @@ input elements its indices name. Within one filter row r, the S·C elements (s, 
 row are adjacent in NHWC memory (with dilation 1), so the gathers are mostly contiguous.
 
 Why groups need it too: with ``groups`` = G, output channel k reads only the C / G input
-channels of its group g = k // (K / G). The packed kernel runs one GEMM per group (program_id
-1 is the group), reducing over R·S·(C / G).
+channels of its group g = k // (K / G). The packed kernel runs one GEMM per block of groups
+(program_id 1 is the block), reducing over R·S·(C / G) per group. A group of ResNeXt's 4
+channels is too narrow for a tile on its own, so a block packs several adjacent groups into one
+block-diagonal GEMM (groups_per_block): the zeros off the diagonal are wasted multiplies, but
+the layer is memory-bound and its tiles are then full.
 
 Depthwise (C / G = 1: every output channel reads one input channel) is not a matrix product:
 y[n, k, p, q] = Σ_{r,s} x[n, k // M, h, w] · w[k, 0, r, s], with M = K / C output channels per
@@ -36,44 +39,51 @@ from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, configs_from_rows
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
                                "PAD_H", "PAD_W", "DIL_H", "DIL_W"])
 def packed_conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.constexpr,
-                         CG: tl.constexpr, KG, STRIDE_H, STRIDE_W, PAD_H, PAD_W, DIL_H, DIL_W,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         GROUP_M: tl.constexpr):
-    """Implicit GEMM of group g = program_id(1) (CG input and KG output channels each): one
-    BLOCK_M x BLOCK_N tile of y's (N·P·Q, KG) block per program_id(0), in grouped order. The
-    reduction runs over the packed index t = (r·S + s)·CG + c, R·S·CG of them, BLOCK_K a step:
-    index t gathers input channel g·CG + c of pixel (h0 + r·DIL_H, w0 + s·DIL_W), or zero in
-    the padding, and filter element t of each output channel (w's channels_last rows are
-    exactly (r, s, c) in that order). CG and S are constexprs, so t's division into (r, s, c)
+                         CG: tl.constexpr, KG, GS: tl.constexpr, STRIDE_H, STRIDE_W, PAD_H,
+                         PAD_W, DIL_H, DIL_W, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Implicit GEMM of the GS adjacent groups of block g = program_id(1) (CG input and KG
+    output channels per group): one BLOCK_M x BLOCK_N tile of y's (N·P·Q, GS·KG) block per
+    program_id(0), in grouped order. The reduction runs over the packed index
+    t = (r·S + s)·(GS·CG) + c, R·S·GS·CG of them, BLOCK_K a step: index t gathers input channel
+    g·GS·CG + c of pixel (h0 + r·DIL_H, w0 + s·DIL_W), or zero in the padding. Output channel j
+    of the block belongs to group j // KG and reads only that group's CG channels: its filter
+    element (r, s, c % CG) where c // CG is its group, zero elsewhere (a block-diagonal filter
+    tile, gathered from w's channels_last rows, which are (r, s, c) in that order). With GS = 1
+    this is one GEMM per group. CG, GS and S are constexprs, so t's division into (r, s, c)
     compiles to multiplies and shifts."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     M = N * P * Q
-    pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(KG, BLOCK_N), GROUP_M)
+    CB: tl.constexpr = GS * CG                          # input channels of one block
+    KB = GS * KG                                        # output channels of one block
+    pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(KB, BLOCK_N), GROUP_M)
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % KG
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % KB
     offs_k = tl.arange(0, BLOCK_K)
     n = offs_m // (P * Q)
     h0 = ((offs_m // Q) % P) * STRIDE_H - PAD_H
     w0 = (offs_m % Q) * STRIDE_W - PAD_W
-    taps = R * S * CG
-    w_cols = w_ptr + (g * KG + offs_n) * taps           # filter k's (r, s, c) = 0, per column
+    taps = R * S * CB
+    w_cols = w_ptr + (g * KB + offs_n) * (R * S * CG)   # filter k's (r, s, c) = 0, per column
+    group_of_column = offs_n // KG
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for step in tl.range(0, tl.cdiv(taps, BLOCK_K)):
         t = step * BLOCK_K + offs_k
-        rs = t // CG
-        c = t % CG
+        rs = t // CB
+        c = t % CB
         h = h0[:, None] + (rs // S)[None, :] * DIL_H
         w = w0[:, None] + (rs % S)[None, :] * DIL_W
         ok = (t < taps)[None, :] & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-        a = tl.load(x_ptr + ((n[:, None] * H + h) * W + w) * C + g * CG + c[None, :],
+        a = tl.load(x_ptr + ((n[:, None] * H + h) * W + w) * C + g * CB + c[None, :],
                     mask=ok, other=0.0)
-        b = tl.load(w_cols[None, :] + t[:, None], mask=(t < taps)[:, None], other=0.0)
+        own = (t < taps)[:, None] & ((c // CG)[:, None] == group_of_column[None, :])
+        b = tl.load(w_cols[None, :] + (rs * CG + c % CG)[:, None], mask=own, other=0.0)
         acc = tl.dot(a, b, acc)
     offs_ym = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_yn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    y_mask = (offs_ym[:, None] < M) & (offs_yn[None, :] < KG)
-    tl.store(y_ptr + offs_ym[:, None] * K + g * KG + offs_yn[None, :],
+    y_mask = (offs_ym[:, None] < M) & (offs_yn[None, :] < KB)
+    tl.store(y_ptr + offs_ym[:, None] * K + g * KB + offs_yn[None, :],
              acc.to(y_ptr.dtype.element_ty), mask=y_mask)
 
 
@@ -108,15 +118,34 @@ def depthwise_conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.c
              mask=m_ok[:, None] & k_ok[None, :])
 
 
-#: level 0 of PACKED_SPACE: small output-channel tiles (a stem has 64, a group often fewer)
-PACKED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)
+def groups_per_block(groups: int, CG: int, KG: int, width: int) -> int:
+    """How many adjacent groups (of CG input and KG output channels) one program of
+    packed_conv2d_kernel takes: the largest power of two that divides ``groups`` and keeps the
+    block within ``width`` channels on either side; 1 when one group already fills it. Narrow
+    groups (ResNeXt's 4 channels) then share a tile: a 4-column GEMM would leave most of a tensor
+    core's 16 or more columns idle, a block-diagonal one of 8 groups fills 32 (and computes
+    zeros in the rest, which a memory-bound layer can afford)."""
+    block = 1
+    while groups % (2 * block) == 0 and 2 * block * max(CG, KG) <= width:
+        block *= 2
+    return block
+
+
+#: level 0 of PACKED_SPACE: small output-channel tiles (a stem has 64, a group often fewer);
+#: GROUP_WIDTH is the most channels a block of narrow groups spans (groups_per_block)
+PACKED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, GROUP_WIDTH=32,
+                      num_warps=4, num_stages=3)
+_PACKED_NAMES = TILE_NAMES + ("GROUP_WIDTH",)
 PACKED_SPACE = SearchSpace(
     default=Config(**PACKED_DEFAULT),
-    small=configs_from_rows(TILE_NAMES, [
-        (128, 64, 64, 8, 4, 3), (256, 64, 32, 8, 8, 3), (64, 64, 32, 8, 4, 4),
-        (128, 32, 32, 8, 4, 3), (64, 32, 16, 8, 4, 3), (128, 128, 32, 8, 8, 3)]),
+    small=configs_from_rows(_PACKED_NAMES, [
+        (128, 64, 64, 8, 4, 3, 64), (256, 64, 32, 8, 8, 3, 64), (64, 64, 32, 8, 4, 4, 64),
+        (128, 32, 32, 8, 4, 3, 32), (64, 32, 16, 8, 4, 3, 32), (128, 128, 32, 8, 8, 3, 128),
+        (64, 16, 16, 8, 4, 3, 16), (128, 32, 64, 8, 4, 3, 32), (256, 32, 32, 8, 8, 3, 32),
+        (128, 64, 64, 8, 4, 4, 64)]),
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (16, 32, 64, 128), "BLOCK_K": (16, 32, 64),
-          "GROUP_M": (8,), "num_warps": (4, 8), "num_stages": (2, 3, 4)},
+          "GROUP_M": (8,), "GROUP_WIDTH": (16, 32, 64), "num_warps": (4, 8),
+          "num_stages": (2, 3, 4)},
     prune=matmul_prune, cap=60)
 
 #: level 0 of DEPTHWISE_SPACE: 64 pixels x 64 channels (128 bytes of fp16 per pixel row)
@@ -126,8 +155,9 @@ DEPTHWISE_SPACE = SearchSpace(
     default=Config(**DEPTHWISE_DEFAULT),
     small=configs_from_rows(_DEPTHWISE_NAMES, [
         (32, 64, 4, 2), (128, 64, 8, 2), (64, 128, 8, 2), (32, 128, 4, 2), (128, 32, 4, 2),
-        (16, 256, 8, 2)]),
-    grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_C": (32, 64, 128, 256), "num_warps": (4, 8),
+        (16, 256, 8, 2), (256, 32, 8, 2), (128, 16, 4, 2), (256, 16, 8, 2)]),
+    grid={"BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_C": (16, 32, 64, 128, 256),
+          "num_warps": (4, 8),
           "num_stages": (1, 2, 3)},
     cap=40)
 
@@ -137,7 +167,8 @@ def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
                   dilation: Pair = 1, groups: int = 1,
                   config: Mapping[str, int] | None = None) -> torch.Tensor:
     """F.conv2d(x, w, stride=..., padding=..., dilation=..., groups=groups) with the packed
-    implicit GEMM, one per group; ``config`` overrides PACKED_DEFAULT."""
+    implicit GEMM, one per block of groups_per_block groups; ``config`` overrides
+    PACKED_DEFAULT."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation, groups)
     (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
@@ -145,9 +176,10 @@ def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
     options = {**PACKED_DEFAULT, **(config or {})}
     y = new_output(x, K, P, Q)
     KG = K // groups
-    grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]) * triton.cdiv(KG, options["BLOCK_N"]),
-            groups)
-    packed_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, CG, KG, sh, sw, ph, pw,
+    GS = groups_per_block(groups, CG, KG, options.pop("GROUP_WIDTH"))
+    grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]) * triton.cdiv(GS * KG, options["BLOCK_N"]),
+            groups // GS)
+    packed_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, CG, KG, GS, sh, sw, ph, pw,
                                dh, dw, **options)
     return y
 
