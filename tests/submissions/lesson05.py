@@ -82,6 +82,26 @@ SUBMISSIONS = [
                details={"test_packed_correct": ("groups=16",)}),
 ]
 
-#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut loses both speed cells there
+# One GEMM per group, however narrow (no blocks of groups): correct everywhere; on a GPU the
+# ResNeXt layer's 4-column GEMMs leave most of every tile idle.
+ONE_GEMM_PER_GROUP = Submission(
+    "one_gemm_per_group",
+    {PACKED: ('GS = groups_per_block(groups, CG, KG, config.pop("GROUP_WIDTH"))',
+              'GS, _ = 1, config.pop("GROUP_WIDTH")')},
+    loses=())
+# One channel per program, as if x were NCHW: correct everywhere; on a GPU each load takes one
+# element of a pixel's channels, 2 bytes of every 32-byte sector.
+DEPTHWISE_ONE_CHANNEL = Submission(
+    "depthwise_one_channel_per_program",
+    {DEPTHWISE: ("    config = DEPTHWISE_DEFAULT\n",
+                 "    config = {**DEPTHWISE_DEFAULT, \"BLOCK_C\": 1}\n")},
+    loses=())
+
+SUBMISSIONS += [ONE_GEMM_PER_GROUP, DEPTHWISE_ONE_CHANNEL]
+
+#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut loses both speed cells of
+#: conv2d there, the two slow ones the speed cell of their exercise
 GPU_SUBMISSIONS = [OnGpu(LIBRARY_SHORTCUT,
-                         also_loses=("test_conv2d_vs_im2col", "test_conv2d_vs_cudnn"))]
+                         also_loses=("test_conv2d_vs_im2col", "test_conv2d_vs_cudnn")),
+                   OnGpu(ONE_GEMM_PER_GROUP, also_loses=("test_packed_vs_cudnn",)),
+                   OnGpu(DEPTHWISE_ONE_CHANNEL, also_loses=("test_depthwise_vs_cudnn",))]
