@@ -87,6 +87,19 @@ def test_the_shape_space_holds_every_path_and_prunes_what_cannot_run():
     assert any("no copies needed" in why for _, why in pruned)
 
 
+def test_no_split_whose_partials_outgrow_32_bit_offsets():
+    """A decoding benchmark's prefill (32640 x 11264 x 2048) crashed the H200 with an illegal
+    memory access in 8 ranges (2.9e9 partial elements); 2 ranges (7.4e8) stay."""
+    gpu = Resources(shared_bytes=227 * 1024)
+    prefill = {"M": 32640, "N": 11264, "K": 2048, "dtype": "float16", "tma": ""}
+    eight = Config(**{**split_k.SPLIT_K_DEFAULT, "SPLIT_K": 8})
+    assert "32-bit offsets" in split_k.split_k_prune(eight, prefill, gpu)
+    assert split_k.split_k_prune(eight.replace(SPLIT_K=2), prefill, gpu) is None
+    kept, _ = split_k.SHAPE_SPACE.candidates(1, prefill, gpu)
+    assert all(c["SPLIT_K"] * prefill["M"] * prefill["N"] < 2**31
+               for c in kept if c["PATH"] == "split_k")
+
+
 def test_shape_problem_says_why_descriptors_cannot_read_the_inputs():
     a = torch.randn(8, 13, dtype=torch.float16)     # rows of 26 bytes
     b = torch.randn(13, 8, dtype=torch.float16)

@@ -132,7 +132,9 @@ def groups_per_block(groups: int, CG: int, KG: int, width: int) -> int:
 
 
 #: level 0 of PACKED_SPACE: small output-channel tiles (a stem has 64, a group often fewer);
-#: GROUP_WIDTH is the most channels a block of narrow groups spans (groups_per_block)
+#: GROUP_WIDTH is the most channels a block of narrow groups spans (groups_per_block; 1 keeps
+#: one GEMM per group, whose 64 x 32 tiles were the fastest on ResNeXt's strided layer before
+#: blocks existed)
 PACKED_DEFAULT = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, GROUP_WIDTH=32,
                       num_warps=4, num_stages=3)
 _PACKED_NAMES = TILE_NAMES + ("GROUP_WIDTH",)
@@ -142,7 +144,7 @@ PACKED_SPACE = SearchSpace(
         (128, 64, 64, 8, 4, 3, 64), (256, 64, 32, 8, 8, 3, 64), (64, 64, 32, 8, 4, 4, 64),
         (128, 32, 32, 8, 4, 3, 32), (64, 32, 16, 8, 4, 3, 32), (128, 128, 32, 8, 8, 3, 128),
         (64, 16, 16, 8, 4, 3, 16), (128, 32, 64, 8, 4, 3, 32), (256, 32, 32, 8, 8, 3, 32),
-        (128, 64, 64, 8, 4, 4, 64)]),
+        (128, 64, 64, 8, 4, 4, 64), (64, 32, 16, 8, 4, 3, 1)]),
     grid={"BLOCK_M": (64, 128, 256), "BLOCK_N": (16, 32, 64, 128), "BLOCK_K": (16, 32, 64),
           "GROUP_M": (8,), "GROUP_WIDTH": (16, 32, 64), "num_warps": (4, 8),
           "num_stages": (2, 3, 4)},

@@ -119,11 +119,18 @@ def split_k_matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tenso
 
 
 def split_k_prune(config, problem, resources) -> str | None:
-    """lesson 03's limits (shared memory, accumulator registers), and no split shorter than
-    four BLOCK_K steps (the partials would cost more than they save)."""
-    if config["SPLIT_K"] * 4 * config["BLOCK_K"] > problem["K"]:
-        return (f"K = {problem['K']} in {config['SPLIT_K']} ranges leaves fewer than four "
+    """lesson 03's limits (shared memory, accumulator registers), no split shorter than four
+    BLOCK_K steps (the partials would cost more than they save), and no partials past 2**31
+    elements, which the kernels' 32-bit offsets (split * M * N) cannot reach: on the H200 a
+    prefill's 32640 x 11264 product in 8 ranges crashed with an illegal memory access."""
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    if config["SPLIT_K"] * 4 * config["BLOCK_K"] > K:
+        return (f"K = {K} in {config['SPLIT_K']} ranges leaves fewer than four "
                 f"steps of {config['BLOCK_K']} each")
+    splits = triton.cdiv(K, k_per_split(K, config["SPLIT_K"], config["BLOCK_K"]))
+    if splits * M * N >= 2**31:
+        return (f"{splits} partials of {M} x {N} hold {splits * M * N:,} elements, past the "
+                f"2**31 that 32-bit offsets reach")
     return matmul_prune(config, problem, resources)
 
 
