@@ -1024,7 +1024,9 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 #   group's channels, so the filter tile is **block-diagonal**: zeros wherever input channel $c$
 #   and column $j$ belong to different groups. Most of its multiplies are by zero, 7 in 8 here,
 #   but this layer does 36 multiply-adds per output, far too few to be bound by the tensor cores:
-#   what it pays for is bytes, and the block loads them in full runs.
+#   what it pays for is bytes, and the block loads them in full runs. On an H200, at batch 32 in
+#   fp16, ResNeXt-50's N32 C128 56x56 3x3 layer ran at 0.13 of cuDNN's speed with one GEMM per
+#   group and at 0.64 with blocks of 8 groups, both at the default configuration.
 # - **Depthwise convolution** ($G = C$, MobileNet): each output channel reads one input channel.
 #   There is no matrix product left: $y[n, k, p, q] = \sum_{r,s} x[n, k \div M, h, w] \cdot w[k, 0,
 #   r, s]$, with $M = K / C$ outputs per input channel (1 or more). A 3x3 depthwise layer does 9
