@@ -1,12 +1,13 @@
-"""The convolution layers lesson 05's implicit GEMM serves badly, float16 channels_last, on a
-GPU: stems (3 input channels), grouped (ResNeXt) and depthwise (MobileNet) layers, each
+"""The convolution layers lesson 05's implicit GEMM serves badly, fp16 (or bf16) channels_last,
+on a GPU: stems (3 input channels), grouped (ResNeXt) and depthwise (MobileNet) layers, each
 against cuDNN in one process: cuDNN (F.conv2d) on channels_last and on NCHW inputs, lesson 05's
 conv2d (where it runs: one group), and reference/conv_groups.py's kernel for the layer (packed
 implicit GEMM, or depthwise) at its default and tuned at level 1. TFLOP/s count 2·N·K·P·Q·
 (C / groups)·R·S; GB/s count x, w and y once (what bounds a depthwise layer). Prints tables;
-writes JSON with --out.
+writes JSON with --out. float16 unless --dtype bfloat16.
 
     python benchmarks/conv_groups.py --out conv-groups.json
+    python benchmarks/conv_groups.py --dtype bfloat16 --out conv-groups-bf16.json
 """
 from __future__ import annotations
 
@@ -47,11 +48,11 @@ def ours(x: torch.Tensor, w: torch.Tensor, stride: int, padding: int, groups: in
             lambda c: conv_groups.packed_conv2d(x, w, stride, padding, 1, groups, c))
 
 
-def compare_layer(layer) -> dict:
+def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
     name, N, C, H, W, K, groups, R, stride, padding = layer
     torch.manual_seed(0)
-    x = channels_last(torch.randn(N, C, H, W, device="cuda", dtype=torch.float16))
-    w = channels_last(torch.randn(K, C // groups, R, R, device="cuda", dtype=torch.float16)
+    x = channels_last(torch.randn(N, C, H, W, device="cuda", dtype=dtype))
+    w = channels_last(torch.randn(K, C // groups, R, R, device="cuda", dtype=dtype)
                       / (C // groups * R * R) ** 0.5)
     x_nchw, w_nchw = x.contiguous(), w.contiguous()
     kernel, space, launch = ours(x, w, stride, padding, groups)
@@ -74,7 +75,7 @@ def compare_layer(layer) -> dict:
     moved = x.nbytes + w.nbytes + expected.numel() * x.element_size()
     results = bench.compare(fns, flops=flops, bytes=moved, rep_ms=1000)
     title = (f"{name}: N{N} C{C} {H}x{W} K{K} groups {groups} {R}x{R} stride {stride} "
-             f"pad {padding} float16")
+             f"pad {padding} {str(dtype).removeprefix('torch.')}")
     print("==", title)
     bench.print_table(results, baseline="cuDNN channels_last")
     return {"layer": title, "tuned_config": dict(result.config), "search_s": result.seconds,
@@ -85,10 +86,14 @@ def compare_layer(layer) -> dict:
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
-    record = {**header(), "cudnn": torch.backends.cudnn.version(), "layers": []}
+    parser = options(__doc__)
+    parser.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    record = {**header(), "cudnn": torch.backends.cudnn.version(), "dtype": args.dtype,
+              "layers": []}
     for layer in LAYERS:
-        record["layers"].append(compare_layer(layer))
+        record["layers"].append(compare_layer(layer, dtype))
         write(record, args.out)          # a run cut short keeps its rows
     finish(record, args.out)
 

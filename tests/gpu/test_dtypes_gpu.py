@@ -1,0 +1,77 @@
+"""The reference convolutions and shape_matmul in float16 and bfloat16 on a GPU, against float64:
+Triton's interpreter cannot check bfloat16 (its tl.dot multiplies bfloat16 operands as raw
+bits, triton-lang/triton#11584, which upstream closed as unsupported), so these run here only.
+Odd sizes and every path: lesson 05's implicit GEMM, the packed kernel on a stem, on one GEMM
+per group and on blocks of groups, the depthwise kernel, and shape_matmul's padded and split-K
+paths."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilegym_edu.reference import conv_groups, convolution, split_k
+
+DTYPES = [torch.float16, torch.bfloat16]
+#: relative to the largest element of the float64 result: one rounding of the output (bf16 keeps
+#: 8 bits of mantissa) plus float32 accumulation
+TOLERANCE = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+def channels_last(t):
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+def inputs(N, C, H, W, K, CG, R, S, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, C, H, W, generator=generator, dtype=torch.float64)
+    w = torch.randn(K, CG, R, S, generator=generator, dtype=torch.float64) / (CG * R * S) ** 0.5
+    return channels_last(x.to(dtype).cuda()), channels_last(w.to(dtype).cuda())
+
+
+def assert_close_to_float64(y, x, w, dtype, **geometry):
+    expected = F.conv2d(x.double(), w.double(), **geometry)
+    assert y.dtype == dtype and y.shape == expected.shape
+    error = (y.double() - expected).abs().max() / expected.abs().max()
+    assert error < TOLERANCE[dtype], f"{dtype}: largest error {error:.2e} of the largest element"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_implicit_gemm_conv2d(dtype):
+    x, w = inputs(2, 37, 15, 13, 41, 37, 3, 3, dtype)
+    assert_close_to_float64(convolution.conv2d(x, w, 2, 1), x, w, dtype, stride=2, padding=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layer", [
+    (2, 3, 31, 29, 64, 1, 7, 2, 3, None),        # a stem
+    (2, 64, 9, 11, 64, 16, 3, 1, 1, None),       # groups of 4 in blocks (GROUP_WIDTH 32)
+    (2, 64, 9, 11, 64, 16, 3, 1, 1, 1),          # the same, one GEMM per group
+    (1, 48, 8, 7, 36, 12, 3, 2, 1, None),        # 12 groups of 4 in, 3 out: blocks of 4
+], ids=["stem", "blocks", "one-per-group", "odd-blocks"])
+def test_packed_conv2d(layer, dtype):
+    N, C, H, W, K, groups, R, stride, padding, width = layer
+    x, w = inputs(N, C, H, W, K, C // groups, R, R, dtype)
+    config = None if width is None else {"GROUP_WIDTH": width}
+    y = conv_groups.packed_conv2d(x, w, stride, padding, 1, groups, config)
+    assert_close_to_float64(y, x, w, dtype, stride=stride, padding=padding, groups=groups)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_depthwise_conv2d(dtype):
+    x, w = inputs(2, 37, 17, 15, 74, 1, 3, 3, dtype)        # 2 outputs per channel
+    assert_close_to_float64(conv_groups.depthwise_conv2d(x, w, 2, 1), x, w, dtype, stride=2,
+                            padding=1, groups=37)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1029, 517, 771), (128, 128, 65536)],
+                         ids=["unaligned-padded", "large-K-split"])
+def test_shape_matmul(shape, dtype):
+    M, N, K = shape
+    generator = torch.Generator().manual_seed(1)
+    a = torch.randn(M, K, generator=generator, dtype=torch.float64)
+    b = torch.randn(K, N, generator=generator, dtype=torch.float64)
+    expected = a @ b
+    c = split_k.shape_matmul(a.to(dtype).cuda(), b.to(dtype).cuda())
+    assert c.dtype == dtype
+    error = (c.double().cpu() - expected).abs().max() / expected.abs().max()
+    assert error < TOLERANCE[dtype], f"{dtype}: largest error {error:.2e} of the largest element"
