@@ -6,6 +6,7 @@
 #                 one exercise of it:  make grade LESSON=04_flash_attention EXERCISE=test_softmax_correct
 #   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
 #   make cutile   the optional cuTile track's packages (cuda-tile and its toolchain), then doctor
+#   make wheelhouse  a folder of wheels for GPU nodes without internet (grader/README.md)
 #   make notebooks  rebuild solutions/ from the lesson sources (solutions/*/*.py), then notebooks/
 #                 (maintainers; overwrites learner copies)
 
@@ -23,7 +24,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
 TORCH_INDEX_URL ?=
 PIP_TORCH_FLAGS := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
 
-.PHONY: lab instructor test grade doctor notebooks cutile clean
+.PHONY: lab instructor test grade doctor notebooks cutile wheelhouse clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +88,17 @@ cutile: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet cuda-tile "nvidia-cuda-tileiras==$(CUTILE_TOOLCHAIN)" \
 		"nvidia-cuda-nvcc==$(CUTILE_TOOLCHAIN)" "nvidia-nvvm==$(CUTILE_TOOLCHAIN)"
 	$(BIN)/tilegym-edu doctor
+
+# Wheels for GPU nodes without internet, downloaded here (tilegym_edu/wheelhouse.py): the course,
+# its dependencies for the node's Python (PyPI's torch for Linux is the CUDA build), with CUTILE=1
+# cuda-tile and its toolchain at CUTILE_TOOLCHAIN; WHEEL_HAVE names what the node's image has.
+#   make wheelhouse WHEEL_PYTHON=3.12 WHEEL_HAVE="torch triton" CUTILE=1
+WHEELHOUSE   ?= wheelhouse
+WHEEL_PYTHON ?= $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+WHEEL_HAVE   ?=
+wheelhouse: $(BIN)/.installed
+	$(BIN)/python -m tilegym_edu.wheelhouse --out $(WHEELHOUSE) --python $(WHEEL_PYTHON) \
+		$(if $(WHEEL_HAVE),--have $(WHEEL_HAVE)) $(if $(CUTILE),--cutile "$(CUTILE_TOOLCHAIN)")
 
 notebooks: $(BIN)/.installed
 	$(BIN)/tilegym-edu generate
