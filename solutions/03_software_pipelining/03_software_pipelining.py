@@ -897,7 +897,11 @@ for M, N, bm, bn in [(4096, 4096, 128, 256), (8192, 8192, 128, 256)]:
 # clipped. The kernel needs no masks at all, and no `% M` either. The price is a rule: TMA needs the
 # last dimension contiguous (stride 1), and each row to start at a multiple of **16 bytes**: rows of
 # fp16 must be a multiple of 8 elements long, of fp32 a multiple of 4. `tma_problem(a, b)` (imported
-# in the setup cell) says what is wrong, or `None`.
+# in the setup cell) says what is wrong, or `None`. When it is not `None`, copying the inputs into
+# buffers whose rows are padded with zeros to 16 bytes brings TMA back, for one more read and write
+# of each input: on an H200 (docs/results/h200-2026-12-01-matmul-shapes.md) the persistent kernel
+# on padded copies ran 8205 x 5921 x 2949 in 0.755 ms, where cuBLAS, whose fastest kernels need
+# the same alignment, took 2.138 ms (2.83x), and 4095 x 4097 x 4099 at 2.38x cuBLAS.
 #
 # The output tile is staged in shared memory before its TMA store; the reference splits it in two
 # halves (`EPILOGUE_SPLIT=2`) to halve that buffer, the 64 KiB of section 4's failed configuration.
@@ -1111,8 +1115,10 @@ grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_refer
 # against 67 MB: split-K pays only when there are too few tiles and plenty of $K$. Measured on an
 # H200 (docs/results/h200-2026-12-01-matmul-shapes.md): the 256 x 256 x 524288 product took 2.11
 # ms on lesson 03's pipelined kernel, tuned, against cuBLAS's 0.143 ms (0.07x), and 0.176 ms with
-# split-K tuned (32 ranges: 128 programs; 0.81x); on a square 4096³ product split-K ran at 0.38x
-# cuBLAS where the persistent kernel reached 0.99x. Which path is fastest for a shape, the tuner
+# split-K tuned (32 ranges: 128 programs; 0.81x). With 128 x 256 tiles, as wide as the output, no
+# two programs read the same range of `a`: 64 ranges then took 0.151 and 0.156 ms in two later runs
+# (0.97x and 0.93x). On a square 4096³ product split-K ran at 0.38x cuBLAS where the persistent
+# kernel reached 0.99x. Which path is fastest for a shape, the tuner
 # can decide: the course's `tilegym_edu/reference/split_k.py` has a `shape_matmul` whose search
 # space holds the pipelined, persistent and split-K kernels' candidates together, so the race picks
 # the path as well as the tiles. On every shape of that page it ran as fast as the best single
