@@ -61,6 +61,13 @@ def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing:
         gradebook.db.commit()
 
 
+#: what nbgrader's exchange puts beside a submitted notebook (submit writes them, collect
+#: copies them): the submission time, and the secret that release_feedback names the feedback
+#: file by, so that the learner's fetch_feedback finds it. Grading carries them to nbgrader's
+#: submitted folder, whence autograde and generate_feedback carry them on.
+EXCHANGE_RECEIPTS = ("timestamp.txt", "submission_secret.txt")
+
+
 def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
           student: str = STUDENT, sandboxed: bool = False,
           hide: Sequence[Path] = (), exercises: Sequence[str] = ()) -> GradeReport:
@@ -97,10 +104,14 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
              for path in handed_in if path.name not in names and not exercises]
     submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in
                            if path.name in names}
+    receipts = {name: (source / name).read_bytes() for name in EXCHANGE_RECEIPTS
+                if (source / name).is_file()}
     _forget_submission(root, lesson, student)
     submitted = root / ".grading" / "submitted" / student / lesson
     shutil.rmtree(submitted, ignore_errors=True)
     submitted.mkdir(parents=True)
+    for name, content in receipts.items():
+        (submitted / name).write_bytes(content)
     prepared = {}
     for name, lesson_nb in lesson_notebooks.items():
         theirs = submitted_notebooks.get(f"{name}.ipynb")

@@ -81,8 +81,8 @@ def grade_on_cluster(lesson: str, folder: Path, to_grade: list[str], root: Path,
             copies[student] = copy = scratch / student
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(root / "solutions" / lesson, copy / "solutions" / lesson)
-            command = worker_command(lesson, folder / student, student, copy, sandboxed, hide,
-                                     copy / "result.json")
+            command = worker_command(lesson, course.submission_folder(folder, student, lesson),
+                                     student, copy, sandboxed, hide, copy / "result.json")
             log = worker_log(root, lesson, student)
             tasks[client.submit(run_grading, command, str(copy), str(log), key=f"{lesson}-"
                                 f"{student}-{time.time_ns()}", resources={"GPU": 1})] = (

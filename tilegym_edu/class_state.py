@@ -15,7 +15,9 @@ def submission_hashes(lesson: str, folder: Path, named: list[str],
     """Per student of ``named``: a hash of their notebooks of ``lesson`` in ``folder`` and of
     the lesson's own notebooks (a changed lesson grades everyone again)."""
     lesson_hash = _files_hash(sorted((root / "solutions" / lesson).glob("*.ipynb")))
-    return {student: _files_hash(sorted((folder / student).glob("*.ipynb")), lesson_hash)
+    return {student: _files_hash(
+                sorted(course.submission_folder(folder, student, lesson).glob("*.ipynb")),
+                lesson_hash)
             for student in named}
 
 

@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a folder the sandboxed kernel must not see (repeatable)")
     p.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=True)
     args = p.parse_args(argv)
-    result = classroom.grade_student(args.lesson, args.submission.parent, args.student,
-                                     args.root, args.sandbox, args.hide)
+    result = classroom.grade_student(args.lesson, args.submission, args.student, args.root,
+                                     args.sandbox, args.hide)
     args.out.write_text(json.dumps(classroom.result_to_dict(result)))
     return 0
 

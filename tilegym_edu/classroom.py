@@ -57,6 +57,31 @@ class ClassResult:
     earlier: bool = False
 
 
+#: where collect puts the learners' submissions, relative to the course root
+COLLECTED = Path(".grading") / "collected"
+
+
+def collect(lesson: str, root: Path | None = None) -> Path:
+    """nbgrader's collect of ``lesson`` from the exchange (on a hub: tilegym_edu.hub): each
+    learner's latest submission, with the receipts grading carries on to the feedback, into
+    ``.grading/collected/<learner>/<lesson>/``. Returns ``.grading/collected``, the class folder
+    for ``grade_class`` (then ``nbgrader release_feedback LESSON`` hands the feedback back)."""
+    root = root or course.course_root()
+    course.require_lesson(lesson, root)
+    # the stock command, run at the course root: it reads the exchange's place from the Jupyter
+    # config path (tilegym_edu.hub.write_nbgrader_config) as well as the course's own config
+    run = subprocess.run([sys.executable, "-m", "nbgrader", "collect", lesson, "--update",
+                          f"--CourseDirectory.submitted_directory={COLLECTED}"],
+                         cwd=root, capture_output=True, text=True)
+    if run.returncode:
+        causes = course.nbgrader_causes(run.stdout + run.stderr)
+        raise course.CourseError(
+            f"nbgrader collect {lesson} failed: {'; '.join(causes) or run.stderr[-2000:]}. On a "
+            "hub, run it where the exchange is configured (tilegym_edu.hub.write_nbgrader_config "
+            "on JUPYTER_CONFIG_PATH), after nbgrader release_assignment")
+    return root / COLLECTED
+
+
 def students(folder: Path) -> list[str]:
     """The sub-folders of ``folder`` (one per student), sorted; hidden folders are skipped."""
     if not folder.is_dir():
@@ -64,14 +89,15 @@ def students(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def grade_student(lesson: str, folder: Path, student: str, root: Path | None,
+def grade_student(lesson: str, submission: Path, student: str, root: Path | None,
                   sandboxed: bool, hide: list[Path]) -> ClassResult:
-    """Grade ``folder/<student>/`` in a fresh kernel with a tuning cache of its own; whatever
-    goes wrong becomes the result's error (its first line)."""
+    """Grade ``student``'s folder of notebooks ``submission`` (course.submission_folder) in a
+    fresh kernel with a tuning cache of its own; whatever goes wrong becomes the result's error
+    (its first line)."""
     started = time.monotonic()
     try:
         with _own_cache():
-            report = autograde.grade(lesson, folder / student, root=root, student=student,
+            report = autograde.grade(lesson, submission, root=root, student=student,
                                      sandboxed=sandboxed, hide=hide)
     except Exception as exc:  # noqa: BLE001 - one student's failure never stops the class
         error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -153,7 +179,8 @@ def _grade_here(lesson: str, folder: Path, to_grade: list[str], root: Path,
                 sandboxed: bool) -> Iterator[ClassResult]:
     """Grade the students one after another in this process, in the course root."""
     for student in to_grade:
-        yield grade_student(lesson, folder, student, root, sandboxed, hide=[folder])
+        yield grade_student(lesson, course.submission_folder(folder, student, lesson), student,
+                            root, sandboxed, hide=[folder])
 
 
 def visible_gpus() -> list[str]:
@@ -241,9 +268,10 @@ def _run_worker(lesson: str, folder: Path, student: str, root: Path, copy: Path,
     log = worker_log(root, lesson, student)
     out = copy / "result.json"
     out.unlink(missing_ok=True)
+    submission = course.submission_folder(folder, student, lesson)
     with open(log, "w") as log_file:
-        status = subprocess.call(worker_command(lesson, folder / student, student, copy,
-                                                sandboxed, hide, out),
+        status = subprocess.call(worker_command(lesson, submission, student, copy, sandboxed,
+                                                hide, out),
                                  env=worker_environment(gpu, copy), stdout=log_file,
                                  stderr=subprocess.STDOUT)
     return record_worker_result(lesson, student, root, copy, status, log, started)

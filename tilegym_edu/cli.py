@@ -171,6 +171,17 @@ def grade_class(args: argparse.Namespace) -> int:
     return 0
 
 
+def collect(args: argparse.Namespace) -> int:
+    from tilegym_edu import classroom
+    folder = classroom.collect(args.lesson)
+    learners = [s for s in classroom.students(folder) if (folder / s / args.lesson).is_dir()]
+    print(f"collected {len(learners)} submissions of {args.lesson} into {folder}: "
+          f"{', '.join(learners) or 'none yet'}")
+    print(f"next: tilegym-edu grade-class {args.lesson} {folder}, then "
+          f"nbgrader release_feedback {args.lesson}")
+    return 0
+
+
 def generate(args: argparse.Namespace) -> int:
     if args.from_notebooks:
         paths = [p for lesson in args.lessons or course.lessons()
@@ -230,6 +241,10 @@ def parser() -> argparse.ArgumentParser:
                          "(tcp://host:8786), one GPU each (grader/README.md)")
     _sandbox_flags(gc)
     gc.set_defaults(run=grade_class)
+    co = sub.add_parser("collect", help="instructors on a hub: the learners' submissions of a "
+                                        "lesson from nbgrader's exchange, for grade-class")
+    co.add_argument("lesson")
+    co.set_defaults(run=collect)
     ge = sub.add_parser("generate", help="rebuild solutions/ notebooks from their .py sources, "
                                          "then notebooks/ from solutions/")
     ge.add_argument("lessons", nargs="*", help="lessons (default: all)")

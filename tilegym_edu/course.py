@@ -49,10 +49,18 @@ def gradebook_url(root: Path) -> str:
     return f"sqlite:///{root / '.grading' / 'gradebook.db'}"
 
 
+#: nbgrader's course id: the exchange files every release, submission and feedback under it, so
+#: the instructor's and the learners' configurations must agree (tilegym_edu.hub writes theirs)
+COURSE_ID = "tilegym_edu"
+
+
 def configure(c: Config, root: Path) -> Config:
-    """Set the course layout, gradebook and time limits on an nbgrader config object."""
+    """Set the course layout, gradebook and time limits on an nbgrader config object (and make
+    the gradebook's folder, which the stock nbgrader commands would not: on a fresh clone
+    `nbgrader generate_assignment` failed for want of it)."""
+    (root / ".grading").mkdir(exist_ok=True)
     c.CourseDirectory.root = str(root)
-    c.CourseDirectory.course_id = "tilegym_edu"
+    c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "solutions"
     c.CourseDirectory.release_directory = ".grading/release"
     c.CourseDirectory.submitted_directory = ".grading/submitted"
@@ -116,6 +124,13 @@ def nbgrader_causes(log: str) -> list[str]:
     causes = [line.strip() for line in log.splitlines()
               if re.match(r"\s*\w*(Error|Exception): ", line) and "NbGraderException" not in line]
     return list(dict.fromkeys(causes))
+
+
+def submission_folder(folder: Path, student: str, lesson: str) -> Path:
+    """Where ``student``'s notebooks of ``lesson`` are in a class folder: ``folder/<student>/``,
+    or ``folder/<student>/<lesson>/`` as nbgrader's collect lays them out."""
+    collected = folder / student / lesson
+    return collected if collected.is_dir() else folder / student
 
 
 def require_success(result: dict, what: str) -> None:
