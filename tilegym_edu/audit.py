@@ -110,7 +110,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.sandbox",
     "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
-    "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse",
+    "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
