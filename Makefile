@@ -68,7 +68,16 @@ $(BIN)/.cluster: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[cluster]"
 	touch $@
 
-test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint $(BIN)/.cluster
+# JupyterHub, and its proxy from the npm registry into .venv/hub-proxy, for the end-to-end test
+# of a class on a hub (tests/browser/test_jupyterhub.py; without npm it skips and says so)
+$(BIN)/.hub: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[hub]"
+	@if command -v npm >/dev/null; then \
+		npm install --silent --no-fund --no-audit --prefix $(VENV)/hub-proxy configurable-http-proxy@5; \
+	fi
+	touch $@
+
+test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint $(BIN)/.cluster $(BIN)/.hub
 	$(BIN)/python -m ruff check tilegym_edu tests benchmarks solutions
 	$(BIN)/python -m pytest
 

@@ -23,6 +23,7 @@ from tilegym_edu import hub
 
 LESSON = "00_getting_started"
 PASSWORD = "a-class-password"
+API_TOKEN = os.urandom(16).hex()
 INSTRUCTOR = "instructor"
 #: learner -> (the solution cell they write, the graded cell it earns, its points of 8)
 LEARNERS = {"ada": ("bytes_solution", "test_bytes", 2),
@@ -93,8 +94,22 @@ c.Spawner.pre_spawn_hook = hub.pre_spawn_hook({{{INSTRUCTOR!r}}}, {str(course)!r
 c.JupyterHub.db_url = "sqlite:///{base / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = {str(base / "cookie_secret")!r}
 c.JupyterHub.pid_file = {str(base / "jupyterhub.pid")!r}
+# the test's token, allowed to start servers (it starts the learners' at once, before they log
+# in; the hub answers at once instead of waiting up to 10 s for each spawn)
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
+c.JupyterHub.services = [{{"name": "class-test", "api_token": {API_TOKEN!r}}}]
+c.JupyterHub.load_roles = [{{"name": "class-test", "scopes": ["servers"],
+                             "services": ["class-test"]}}]
 """)
     return config
+
+
+def start_servers(url: str, users) -> None:
+    """Ask the hub to start each user's server (the spawns then run at the same time)."""
+    for user in users:
+        request = urllib.request.Request(f"{url}hub/api/users/{user}/server", method="POST",
+                                         headers={"Authorization": f"token {API_TOKEN}"})
+        urllib.request.urlopen(request, timeout=30).close()
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +137,7 @@ def class_hub(tmp_path_factory):
                 proc.kill()
                 raise RuntimeError(f"JupyterHub did not start; its log:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
+    start_servers(url, LEARNERS)
     yield Hub(url, base, course, shared)
     proc.terminate()         # stops the single-user servers too (cleanup_servers)
     try:

@@ -97,10 +97,9 @@ DEPTHWISE_ONE_CHANNEL = Submission(
                  "    config = {**DEPTHWISE_DEFAULT, \"BLOCK_C\": 1}\n")},
     loses=())
 
-SUBMISSIONS += [ONE_GEMM_PER_GROUP, DEPTHWISE_ONE_CHANNEL]
-
-#: graded on a GPU too (tests/gpu/test_lessons_gpu.py): the shortcut loses both speed cells of
-#: conv2d there, the two slow ones the speed cell of their exercise
+#: graded on a GPU (tests/gpu/test_lessons_gpu.py): the shortcut (graded here too) loses both
+#: speed cells of conv2d there; the two slow ones, right everywhere and graded there alone (they
+#: would lose nothing here), the speed cell of their exercise
 GPU_SUBMISSIONS = [OnGpu(LIBRARY_SHORTCUT,
                          also_loses=("test_conv2d_vs_im2col", "test_conv2d_vs_cudnn")),
                    OnGpu(ONE_GEMM_PER_GROUP, also_loses=("test_packed_vs_cudnn",)),

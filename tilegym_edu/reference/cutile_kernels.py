@@ -208,10 +208,10 @@ if ct is not None:
         head): block (i, batch * HEADS + head); q, k, v, o are (batch, heads, seq, HEAD_DIM).
         Keys and values stream through in TILE_N tiles with the online softmax, in base 2
         (qk_scale = log2(e) / sqrt(HEAD_DIM)); the seq x seq scores never leave the chip.
-        Tiles before ``first_masked`` need no mask. The loop's one test of ``j``
-        against it is what cuTile's loop splitting (the loop_split pass) turns into two loops,
-        the unmasked one and the masked one, as lesson 04 writes them by hand. Causal
-        attention stops at the diagonal."""
+        Key tiles before ``first_masked`` need no mask; the loop's only test of ``j``,
+        ``j >= first_masked``, is what cuTile's loop_split pass turns into two loops, one
+        without masks and one with, as lesson 04 writes them by hand. Causal attention stops
+        at the diagonal."""
         block_m = ct.bid(0)
         batch = ct.bid(1) // HEADS
         head = ct.bid(1) % HEADS
