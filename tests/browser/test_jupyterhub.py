@@ -127,6 +127,11 @@ def class_hub(tmp_path_factory):
                             env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
+    the_class = Hub(url, base, course, shared)
+    # the instructor prepares the lesson while the hub starts, and releases it while the
+    # learners' servers start
+    the_class.instructor(str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force",
+                         "--create")
     deadline = time.monotonic() + 90
     while True:
         try:
@@ -138,7 +143,8 @@ def class_hub(tmp_path_factory):
                 raise RuntimeError(f"JupyterHub did not start; its log:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
     start_servers(url, LEARNERS)
-    yield Hub(url, base, course, shared)
+    the_class.instructor(str(BIN / "nbgrader"), "release_assignment", LESSON)
+    yield the_class
     proc.terminate()         # stops the single-user servers too (cleanup_servers)
     try:
         proc.wait(timeout=30)
@@ -209,10 +215,6 @@ def wait_for(condition, what: str, timeout_s: float = 60) -> None:
 
 
 def test_a_class_on_jupyterhub_from_release_to_feedback(browser, class_hub):
-    class_hub.instructor(str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force",
-                         "--create")
-    class_hub.instructor(str(BIN / "nbgrader"), "release_assignment", LESSON)
-
     pages = {}
     for learner, (solution_id, _, _) in LEARNERS.items():
         page = pages[learner] = log_in(browser, class_hub, learner)
