@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.test_conv_groups import inputs as cpu_inputs
 from tilegym_edu.reference import conv_groups, convolution, split_k
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -16,15 +17,10 @@ DTYPES = [torch.float16, torch.bfloat16]
 TOLERANCE = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
 
-def channels_last(t):
-    return t.contiguous(memory_format=torch.channels_last)
-
-
 def inputs(N, C, H, W, K, CG, R, S, dtype, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(N, C, H, W, generator=generator, dtype=torch.float64)
-    w = torch.randn(K, CG, R, S, generator=generator, dtype=torch.float64) / (CG * R * S) ** 0.5
-    return channels_last(x.to(dtype).cuda()), channels_last(w.to(dtype).cuda())
+    """tests/test_conv_groups.py's inputs, on the GPU (channels_last kept)."""
+    x, w = cpu_inputs(N, C, H, W, K, CG, R, S, dtype, seed)
+    return x.cuda(), w.cuda()
 
 
 def assert_close_to_float64(y, x, w, dtype, **geometry):
