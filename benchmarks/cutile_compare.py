@@ -97,6 +97,7 @@ def measure(name: str, fns: dict, ref: torch.Tensor, flops=None, bytes=None,
             errors[label] = relative(fn(), ref)
         except Exception as e:  # noqa: BLE001  (a configuration cuTile refuses: recorded)
             failed[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            print(f"{name}: {label} failed: {failed[label]}")
             del fns[label]
     results = bench.compare(fns, flops=flops, bytes=bytes, rep_ms=rep_ms)
     print("==", name)
