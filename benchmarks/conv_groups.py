@@ -11,6 +11,8 @@ writes JSON with --out. float16 unless --dtype bfloat16.
 """
 from __future__ import annotations
 
+import math
+
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
 import torch
@@ -73,7 +75,10 @@ def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
     P, Q = expected.shape[2:]
     flops = 2 * N * K * P * Q * (C // groups) * R * R
     moved = x.nbytes + w.nbytes + expected.numel() * x.element_size()
-    results = bench.compare(fns, flops=flops, bytes=moved, rep_ms=1000)
+    # every side replayed as a CUDA graph: a 7x7 layer runs in ~10 µs, under the host's time
+    # to launch it through Python (~0.1 ms on the H200 host of 2026-12-02's run m)
+    results = bench.compare(fns, flops=flops, bytes=moved, rep_ms=1000,
+                            graph_below_ms=math.inf)
     title = (f"{name}: N{N} C{C} {H}x{W} K{K} groups {groups} {R}x{R} stride {stride} "
              f"pad {padding} {str(dtype).removeprefix('torch.')}")
     print("==", title)
@@ -82,6 +87,7 @@ def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
             "flops": flops, "bytes": moved,
             "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "gbs": m.gbs,
                                  "rel_error": errors[m.name], "runs": m.runs,
+                                 "cuda_graph": m.cuda_graph,
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 
