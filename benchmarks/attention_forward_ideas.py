@@ -1,0 +1,228 @@
+"""What each Hopper idea gains the FlashAttention forward, measured one at a time on a GPU
+(issue 18: "record what each idea gained"). One experimental kernel, ``ideas_forward_kernel``,
+turns the ideas on with constexpr switches; each variant runs on the same few configurations,
+its best is timed interleaved with the course's reference forward (reference/flash.py, tuned at
+level 1) and cuDNN's SDPA. Variants, each adding to the one before:
+
+* ``pointers``: the reference's loop (pointer loads, scores scaled, then the row maximum
+  subtracted), without its group packing and masks at the sequence's end;
+* ``fma``: the scale folded into the exponent, ``exp2(s * scale - m)`` (one FMA an element,
+  the row maximum taken on the unscaled scores), as Triton's tutorial 06 does;
+* ``tma host``: k and v blocks through tensor descriptors made on the host (TMA copies);
+* ``tma device``: the same descriptors made in the kernel (``tl.make_tensor_descriptor``);
+* ``ws``: the key loop warp-specialised (``tl.range(..., warp_specialize=True)``: producer
+  warps issue the copies, consumer warps compute), on the device descriptors.
+
+The experimental kernel takes what the measured shapes need only: q, k, v contiguous (batch,
+heads, seq, head_dim) of one shape, head_dim a power of two, seq a multiple of 128, causal or
+not. A variant that does not compile, or is wrong against float32 PyTorch, is recorded so.
+Prints tables; writes JSON with --out.
+
+    python benchmarks/attention_forward_ideas.py --out attention-ideas.json
+"""
+from __future__ import annotations
+
+import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch.nn.attention import SDPBackend
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from attention_shapes import sdpa
+from record import finish, header, options, write
+from tilegym_edu import bench, tune
+from tilegym_edu.reference import flash
+from tilegym_edu.reference.attention import LOG2E
+
+#: (batch, heads, seq, head_dim, causal): issue 18's rows that the kernel takes
+SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False),
+          (16, 16, 1024, 128, False), (8, 16, 2048, 64, True)]
+#: (BLOCK_M, BLOCK_N, num_warps, num_stages) each variant runs
+CONFIGS = [(128, 128, 8, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 4), (64, 64, 4, 3)]
+#: variant -> (FMA, TMA: 0 pointers, 1 host descriptors, 2 device descriptors, WS)
+VARIANTS = {"pointers": (False, 0, False), "fma": (True, 0, False), "tma host": (True, 1, False),
+            "tma device": (True, 2, False), "ws": (True, 2, True)}
+
+
+@triton.jit
+def ideas_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, stride_n, offs_n, offs_d, q_pos, lo,
+                 hi, qk_scale, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, FMA: tl.constexpr,
+                 TMA: tl.constexpr, WS: tl.constexpr):
+    """Fold key blocks lo, lo + BLOCK_N, ... < hi into the running state (acc unnormalised
+    output, l_i row sums, m_i row maxima in log2 units); MASKED blocks mask keys after the
+    query. k_src/v_src are pointers (TMA == 0) or descriptors over (batch·heads·seq, head_dim),
+    whose rows kv_row + j are this head's keys."""
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+        if TMA == 0:
+            rows = (kv_row + start_n + offs_n)[:, None] * stride_n + offs_d[None, :]
+            k = tl.load(k_src + rows)
+        else:
+            k = k_src.load([kv_row + start_n, 0])
+        qk = tl.dot(q, tl.trans(k))
+        if MASKED:
+            qk = tl.where(q_pos[:, None] >= (start_n + offs_n)[None, :], qk, -float("inf"))
+        if FMA:
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        else:
+            qk = qk * qk_scale
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+            p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if TMA == 0:
+            v = tl.load(v_src + rows)
+        else:
+            v = v_src.load([kv_row + start_n, 0])
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def ideas_forward_kernel(q_ptr, k_src, v_src, o_ptr, seq, qk_scale, total_rows,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, FMA: tl.constexpr, TMA: tl.constexpr,
+                         WS: tl.constexpr):
+    """o for BLOCK_M queries of one (batch, head): program (i, batch·heads + head)."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    kv_row = bh * seq
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    if TMA == 2:
+        k_src = tl.make_tensor_descriptor(k_src, shape=[total_rows, HEAD_DIM],
+                                          strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        v_src = tl.make_tensor_descriptor(v_src, shape=[total_rows, HEAD_DIM],
+                                          strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    q_rows = (kv_row + offs_m)[:, None] * HEAD_DIM + offs_d[None, :]
+    q = tl.load(q_ptr + q_rows)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    if CAUSAL:
+        unmasked_end = start_m * BLOCK_M // BLOCK_N * BLOCK_N
+        end = (start_m + 1) * BLOCK_M
+    else:
+        unmasked_end = seq
+        end = seq
+    acc, l_i, m_i = ideas_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, HEAD_DIM, offs_n,
+                                 offs_d, offs_m, 0, unmasked_end, qk_scale, BLOCK_N, False, FMA,
+                                 TMA, WS)
+    if CAUSAL:
+        acc, l_i, m_i = ideas_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, HEAD_DIM, offs_n,
+                                     offs_d, offs_m, unmasked_end, end, qk_scale, BLOCK_N, True,
+                                     FMA, TMA, WS)
+    tl.store(o_ptr + q_rows, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
+
+
+def allocate_descriptor_memory(size: int, alignment: int, stream) -> torch.Tensor:
+    """Global scratch for descriptors made in a kernel (triton.set_allocator)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def launcher(q, k, v, causal: bool, variant: str, config):
+    """A function of no arguments running the variant once with ``config``, and its output."""
+    fma, tma, ws = VARIANTS[variant]
+    bm, bn, warps, stages = config
+    batch, heads, seq, d = q.shape
+    o = torch.empty_like(q)
+    k2, v2 = k.view(-1, d), v.view(-1, d)
+    if tma == 1:
+        k_src, v_src = (TensorDescriptor.from_tensor(t, [bn, d]) for t in (k2, v2))
+    else:
+        k_src, v_src = k2, v2
+    grid = (seq // bm, batch * heads)
+
+    def run():
+        ideas_forward_kernel[grid](q, k_src, v_src, o, seq, LOG2E / math.sqrt(d),
+                                   batch * heads * seq, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+                                   CAUSAL=causal, FMA=fma, TMA=tma, WS=ws, num_warps=warps,
+                                   num_stages=stages)
+        return o
+    return run
+
+
+def relative(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+def best_config(q, k, v, causal, variant, ref) -> dict:
+    """Each of CONFIGS compiled, checked and timed briefly; the fastest correct one."""
+    fns, tried = {}, {}
+    for config in CONFIGS:
+        label = "x".join(map(str, config[:2])) + f"/{config[2]}w/{config[3]}s"
+        start = time.perf_counter()
+        try:
+            run = launcher(q, k, v, causal, variant, config)
+            error = relative(run(), ref)
+        except Exception as e:  # noqa: BLE001  (a variant the compiler refuses: recorded)
+            tried[label] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            print(f"  {variant} {label}: {tried[label]['failed']}")
+            continue
+        tried[label] = {"rel_error": error, "compile_s": time.perf_counter() - start}
+        if error < 2e-3:
+            fns[label] = run
+        else:
+            print(f"  {variant} {label}: wrong, relative error {error:.2e}")
+    if not fns:
+        return {"configs": tried}
+    for m in bench.compare(fns, rep_ms=60, max_runs=40):
+        tried[m.name]["median_ms"] = m.median_ms
+    best = min((c for c in tried if "median_ms" in tried[c]), key=lambda c: tried[c]["median_ms"])
+    return {"configs": tried, "best": best, "run": fns[best]}
+
+
+def compare_shape(shape) -> dict:
+    batch, heads, seq, d, causal = shape
+    q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+               for _ in range(3))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    label = f"B{batch} H{heads} S{seq} D{d}{' causal' if causal else ''} float16"
+    print("==", label)
+    row: dict = {"variants": {}}
+    fns = {}
+    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+    tuned = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
+                          flash.FLASH_SPACE,
+                          lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+    row["reference_config"] = dict(tuned.config)
+    fns["reference (flash.py)"] = lambda: flash.flash_forward(q, k, v, causal,
+                                                              config=tuned.config)[0]
+    for variant in VARIANTS:
+        found = best_config(q, k, v, causal, variant, ref)
+        run = found.pop("run", None)
+        row["variants"][variant] = found
+        if run is not None:
+            fns[f"{variant} {found['best']}"] = run
+    fns["cuDNN SDPA"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
+    pairs = batch * heads * (seq * (seq + 1) // 2 if causal else seq * seq)
+    results = bench.compare(fns, flops=4 * d * pairs, rep_ms=400)
+    bench.print_table(results, baseline="cuDNN SDPA")
+    row["results"] = {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "runs": m.runs,
+                               "sm_clock_mhz": m.sm_clock_mhz} for m in results}
+    return label, row
+
+
+def main() -> None:
+    args = options(__doc__).parse_args()
+    triton.set_allocator(allocate_descriptor_memory)
+    record = {**header(), "cudnn": torch.backends.cudnn.version(), "configs": CONFIGS,
+              "shapes": {}}
+    for shape in SHAPES:
+        label, row = compare_shape(shape)
+        record["shapes"][label] = row
+        write(record, args.out)          # a run cut short keeps its rows
+    finish(record, args.out)
+
+
+if __name__ == "__main__":
+    main()
