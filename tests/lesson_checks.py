@@ -12,12 +12,23 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from tests.submissions import OnGpu, Submission
 from tilegym_edu import autograde, course, grade_report, submission as grading_input
 
 REPO = Path(__file__).resolve().parent.parent
 LESSONS = course.lessons(REPO)
+#: lessons that need more than a GPU: their cells need this module too (lesson 07: cuTile)
+NEEDS_MODULE = {"07_cutile": "cuda.tile"}
+
+
+def skip_unless_it_runs(lesson: str) -> None:
+    """On a GPU: skip a lesson whose extra module (NEEDS_MODULE) is not installed, saying how
+    to install it (without it every cell of that lesson fails, which says nothing new)."""
+    if lesson in NEEDS_MODULE:
+        pytest.importorskip(NEEDS_MODULE[lesson], reason=f"{lesson} needs {NEEDS_MODULE[lesson]}: "
+                            "`make cutile` installs it and its toolchain")
 
 
 def solution_notebook(lesson: str) -> Path:

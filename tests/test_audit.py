@@ -27,7 +27,7 @@ KERNEL_EXERCISES = [
     ("03_software_pipelining", "persistent_matmul"), ("04_flash_attention", "softmax"),
     ("04_flash_attention", "flash_attention"), ("05_convolution", "conv2d"),
     ("05_convolution", "im2col_source"), ("06_capstone", "rmsnorm"), ("06_capstone", "rope_"),
-    ("06_capstone", "swiglu"),
+    ("06_capstone", "swiglu"), ("07_cutile", "matmul"),
 ]
 
 

@@ -65,24 +65,40 @@ def _notebook_with(source):
     return nb
 
 
+#: how a kernel's decorator reads, by language: Triton's @triton.jit, cuTile's @ct.kernel or
+#: @cutile_kernel (tilegym_edu.cutile), with or without options
+KERNEL_DECORATORS = {"triton": ("jit",), "cutile": ("ct.kernel", "cutile_kernel")}
+
+
 def _literal_kernels(text):
-    """Names of the @triton.jit functions a file defines in its own text."""
-    return {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef)
-            and any("jit" in ast.unparse(d) for d in n.decorator_list)}
+    """(language, name) of the kernels a file defines in its own text. A name is counted per
+    language: lesson 07's cuTile kernels are twins of Triton kernels, and named like them."""
+    return {(language, n.name) for n in ast.walk(ast.parse(text))
+            if isinstance(n, ast.FunctionDef)
+            for language, marks in KERNEL_DECORATORS.items()
+            if any(mark in ast.unparse(d) for d in n.decorator_list for mark in marks)}
+
+
+def test_kernels_are_found_in_both_languages():
+    found = _literal_kernels("@triton.jit\ndef a(x):\n    pass\n\n\n@ct.kernel\ndef a(x):\n"
+                             "    pass\n\n\n@cutile_kernel(occupancy=2)\ndef b(x):\n    pass\n")
+    assert found == {("triton", "a"), ("cutile", "a"), ("cutile", "b")}
 
 
 def test_no_kernel_is_written_in_two_files():
-    """Every @triton.jit function is defined in one file: the package, or one lesson source."""
+    """Every @triton.jit function, and every cuTile kernel, is defined in one file: the
+    package, or one lesson source."""
     files = sorted((REPO / "tilegym_edu").rglob("*.py")) + SOURCES
-    where: dict[str, list[str]] = {}
+    where: dict[tuple[str, str], list[str]] = {}
     for path in files:
         text = path.read_text()
         if path in SOURCES:    # the code cells, as written (include lines are comments)
             nb = percent.from_text(text)
             text = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-        for name in _literal_kernels(text):
-            where.setdefault(name, []).append(str(path.relative_to(REPO)))
-    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+        for kernel in _literal_kernels(text):
+            where.setdefault(kernel, []).append(str(path.relative_to(REPO)))
+    assert ("cutile", "flash_attention_kernel") in where
+    twice = {kernel: paths for kernel, paths in where.items() if len(paths) > 1}
     assert not twice, twice
 
 
@@ -95,7 +111,9 @@ def test_the_course_kernels_reach_the_lessons_by_include():
               ("04_flash_attention", "flash_attention_solution"),
               ("05_convolution", "conv2d_solution"), ("06_capstone", "rmsnorm_solution"),
               ("06_capstone", "rope_solution"), ("06_capstone", "swiglu_solution"),
-              ("06_capstone", "bring_your_kernels")}
+              ("06_capstone", "bring_your_kernels"), ("07_cutile", "silu_mul_solution"),
+              ("07_cutile", "matmul_solution"), ("07_cutile", "persistent_solution"),
+              ("07_cutile", "flash_attention_solution")}
     for lesson, grade_id in wanted:
         assert includes.has_includes(_cell(lesson, grade_id).source), (lesson, grade_id)
 

@@ -58,6 +58,7 @@ ALLOWED_IMPORTS = frozenset({
     "tilegym_edu", "tilegym_edu.device", "tilegym_edu.tune", "tilegym_edu.bench",
     "tilegym_edu.check", "tilegym_edu.roofline", "tilegym_edu.specs", "tilegym_edu.traffic",
     "tilegym_edu.ceilings", "tilegym_edu.progress", "tilegym_edu.tiles",
+    "tilegym_edu.cutile",   # lesson 07: cuda.tile (or its stand-in), cutile_kernel, launch
 })
 
 #: builtins and IPython names a learner's cell may not use at all

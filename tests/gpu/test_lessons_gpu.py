@@ -3,9 +3,10 @@
 cells, which need compute capability 9.0, included), the blank learner notebook earns none, and
 each submission of a lesson's GPU_SUBMISSIONS (tests/submissions/lessonNN.py) loses there exactly
 the cells it should: lesson 01's wrong CUDA C kernels their CUDA cell, lesson 03's search spaces
-without pipelining its speed cells, and lessons 04-06's library calls the timed cells too. Points
-come from the notebooks' own metadata, and the totals must be TOTAL_POINTS. The same table
-without a GPU is tests/test_lessons.py.
+without pipelining its speed cells, lessons 04-06's library calls the timed cells too, and
+lesson 07's wrong cuTile kernels their cells (lesson 07 is skipped where cuda.tile is not
+installed). Points come from the notebooks' own metadata, and the totals must be TOTAL_POINTS.
+The same table without a GPU is tests/test_lessons.py.
 
 Each lesson is graded with a tuning cache and a CUDA C build folder of its own, fresh (the
 grading kernels inherit both): every submission tunes from scratch, so a cached winner of the
@@ -18,13 +19,14 @@ import pytest
 
 from tests.conftest import tuning_cache_in
 from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_loses_exactly,
-                                 gpu_submissions_of, lesson_points)
+                                 gpu_submissions_of, lesson_points, skip_unless_it_runs)
 from tilegym_edu import autograde, grade_report
 
-#: each lesson's points, as the H200 runs recorded them (docs/results/h200.md)
+#: each lesson's points, as the H200 runs recorded them (docs/results/h200.md; lesson 07's as its
+#: notebook has them: it has not run on an H200 yet)
 TOTAL_POINTS = {"00_getting_started": 8, "01_naive_matmul": 9, "02_tiled_matmul": 18,
                 "03_software_pipelining": 25, "04_flash_attention": 34, "05_convolution": 27,
-                "06_capstone": 22}
+                "06_capstone": 22, "07_cutile": 30}
 
 CASES = [(lesson, case) for lesson in LESSONS for case in gpu_submissions_of(lesson)]
 
@@ -76,6 +78,7 @@ def print_gpu_cells(root, lesson: str, student: str) -> None:
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_solution_earns_every_point(lesson, solution_on_gpu):
+    skip_unless_it_runs(lesson)
     report = solution_on_gpu(lesson)
     assert report.points == report.max_points == TOTAL_POINTS[lesson], report.format_table()
     assert_full_marks_but_gpu(report, lesson_points(lesson), set())
@@ -83,6 +86,7 @@ def test_solution_earns_every_point(lesson, solution_on_gpu):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_blank_learner_notebook_scores_zero(lesson, grade_on_gpu):
+    skip_unless_it_runs(lesson)
     blank = grade_on_gpu(lesson, f"gpu{lesson[:2]}_blank")
     assert ([(e.exercise, e.points) for e in blank.exercises]
             == [(name, 0) for name in lesson_points(lesson)]), blank.format_table()
@@ -92,6 +96,7 @@ def test_blank_learner_notebook_scores_zero(lesson, grade_on_gpu):
                          ids=[f"{lesson[:2]}:{case.submission.name}" for lesson, case in CASES])
 def test_wrong_submission_loses_exactly_its_cells(lesson, case, course_copy, solution_on_gpu,
                                                   grade_on_gpu, tmp_path):
+    skip_unless_it_runs(lesson)
     solution = solution_on_gpu(lesson)
     submission = case.submission
     folder = submission.write(course_copy / "solutions" / lesson / f"{lesson}.ipynb", tmp_path)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.adversaries import _run_cell, lesson_namespace
 from tests.adversaries import test_cell_source as cell_source
+from tests.lesson_checks import skip_unless_it_runs
 
 SPEED_CELLS = [
     ("00_getting_started", "test_silu_mul_bandwidth"),
@@ -27,12 +28,17 @@ SPEED_CELLS = [
     ("06_capstone", "test_rope_bandwidth"),
     ("06_capstone", "test_swiglu_bandwidth"),
     ("06_capstone", "test_model_vs_eager"),
+    ("07_cutile", "test_silu_mul_bandwidth"),
+    ("07_cutile", "test_matmul_speed"),
+    ("07_cutile", "test_persistent_speed"),
+    ("07_cutile", "test_flash_attention_speed"),
 ]
 
 
 @pytest.mark.parametrize("lesson, cell", SPEED_CELLS,
                          ids=[f"{lesson[:2]}:{c}" for lesson, c in SPEED_CELLS])
 def test_the_solution_passes_every_speed_cell(lesson, cell):
+    skip_unless_it_runs(lesson)
     namespace = dict(lesson_namespace(lesson))
     output = io.StringIO()
     try:
