@@ -123,19 +123,7 @@ SOFTMAX_SHAPE = device.size(gpu=(65536, 1000), cpu=(16, 1000))           # (rows
 print(inspect.getsource(naive_attention))
 
 
-def attention_reference(q, k, v, causal=False, *rest):
-    """The definition, in float64 (the grader passes float64 CPU copies of your inputs), one
-    (batch, head) at a time so that only one head's seq x seq scores exist at once. Arguments
-    after causal (your function's config, say) are ignored."""
-    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
-    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    for b in range(q.shape[0]):
-        for h in range(q.shape[1]):
-            scores = q[b, h] @ k[b, h].T / math.sqrt(q.shape[-1])
-            if causal:
-                scores = scores.masked_fill(~keep, -math.inf)
-            out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h]
-    return out
+# include: tilegym_edu/reference/attention.py attention_by_head as attention_reference
 
 
 q, k, v = (torch.randn(2, 3, 50, 64, device=DEVICE, dtype=torch.float16) for _ in range(3))

@@ -603,18 +603,7 @@ print("key tiles correct")
 # include: tilegym_edu/reference/cutile_kernels.py flash_attention solution
 
 # %% id="cell-31" nbgrader={"grade": false, "grade_id": "attention_checker", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def attention_reference(q, k, v, causal=False, *rest):
-    """The definition, in float64 (the grader passes float64 copies of your inputs), one
-    (batch, head) at a time; arguments after causal (your config) are ignored."""
-    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
-    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    for b in range(q.shape[0]):
-        for h in range(q.shape[1]):
-            scores = q[b, h] @ k[b, h].T / math.sqrt(q.shape[-1])
-            if causal:
-                scores = scores.masked_fill(~keep, -math.inf)
-            out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h]
-    return out
+# include: tilegym_edu/reference/attention.py attention_by_head as attention_reference
 
 
 def cudnn_attention(q, k, v, causal=False):

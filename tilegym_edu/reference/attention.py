@@ -215,6 +215,20 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return torch.softmax(scores.to(wide), dim=-1).to(q.dtype) @ v
 
 
+def attention_by_head(q, k, v, causal=False, *rest):
+    """The definition, in float64 (the grader passes float64 CPU copies of your inputs), one
+    (batch, head) at a time so that only one head's seq x seq scores exist at once. Arguments
+    after causal (your function's config, say) are ignored."""
+    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
+    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            scores = q[b, h] @ k[b, h].T / math.sqrt(q.shape[-1])
+            if causal:
+                scores = scores.masked_fill(~keep, -math.inf)
+            out[b, h] = torch.softmax(scores, dim=-1) @ v[b, h]
+    return out
+
 @forbidden_in_graded_calls
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     config=None, level: int = 1) -> torch.Tensor:
