@@ -249,6 +249,17 @@ def test_assert_ratio_fails_below_the_minimum(capsys):
     assert capsys.readouterr().out.startswith("too slow: your GB/s / copy GB/s = 0.59")  # shown too
 
 
+
+def test_assert_slowest_ratio_names_every_layer_and_grades_the_slowest(capsys):
+    assert grading.assert_slowest_ratio({"a": 0.9, "b": 0.61, "c": 2.0}, LIMIT, "speed") is None
+    out = capsys.readouterr().out
+    assert "speed: a: 0.90, b: 0.61, c: 2.00" in out
+    assert "the slowest layer, b, counts" in out
+    assert "passed: your GB/s / copy GB/s = 0.61" in out
+    with pytest.raises(AssertionError, match=r"too slow: .* = 0\.59"):
+        grading.assert_slowest_ratio({"a": 0.9, "b": 0.59}, LIMIT, "speed")
+    assert "the slowest layer, b, counts" in capsys.readouterr().out
+
 @interpreter_only
 def test_measure_speed_needs_a_gpu():
     x = torch.randn(8)

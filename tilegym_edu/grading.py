@@ -469,6 +469,15 @@ def assert_ratio(ratio: float, limit: Threshold) -> None:
         raise AssertionError(message)
 
 
+
+def assert_slowest_ratio(ratios: Mapping[str, float], limit: Threshold, label: str) -> None:
+    """A speed cell over several layers: print ``label`` with every layer's ratio, name the
+    slowest (the smallest ratio), and fail unless it reaches the threshold (assert_ratio)."""
+    print(f"\n{label}: " + ", ".join(f"{name}: {r:.2f}" for name, r in ratios.items()))
+    slowest = min(ratios, key=ratios.get)
+    print(f"the slowest layer, {slowest}, counts")
+    assert_ratio(ratios[slowest], limit)
+
 def copy_baseline(nbytes: int) -> Callable[[], Any]:
     """A device-to-device copy moving ``nbytes`` in all (half read, half written)."""
     require_gpu("a copy-bandwidth baseline")

@@ -891,11 +891,7 @@ for name in GRADED_LAYERS:
         input_sets, conv_reference, torch.float16, flops=layer_flops(layer),
         bytes=layer_min_bytes(layer))
     ratios[name] = im2col_gemm.median_ms / yours.median_ms
-print("\nspeedup over im2col + cuBLAS: "
-      + ", ".join(f"{name}: {r:.2f}x" for name, r in ratios.items()))
-slowest = min(ratios, key=ratios.get)
-print(f"the slowest layer, {slowest}, counts")
-grading.assert_ratio(ratios[slowest], limit)
+grading.assert_slowest_ratio(ratios, limit, "speedup over im2col + cuBLAS")
 
 # %% id="cell-38" nbgrader={"grade": true, "grade_id": "test_conv2d_vs_cudnn", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2e: conv2d reaches a good fraction of cuDNN's speed on each 3x3 ResNet layer (GPU only).
@@ -914,10 +910,7 @@ for name in GRADED_LAYERS:
         input_sets, conv_reference, torch.float16, flops=layer_flops(layer),
         bytes=layer_min_bytes(layer))
     ratios[name] = cudnn.median_ms / yours.median_ms
-print("\nfraction of cuDNN's speed: " + ", ".join(f"{name}: {r:.2f}" for name, r in ratios.items()))
-slowest = min(ratios, key=ratios.get)
-print(f"the slowest layer, {slowest}, counts")
-grading.assert_ratio(ratios[slowest], limit)
+grading.assert_slowest_ratio(ratios, limit, "fraction of cuDNN's speed")
 
 # %% [markdown] id="cell-39"
 # ## Compare: the three versions, the reference and cuDNN
@@ -1174,11 +1167,7 @@ def assert_groups_speed(candidate, reference, make_inputs, layers, limit):
                                                                 padding=padding, groups=groups)},
             input_sets, reference, torch.float16, flops=flops, bytes=moved)
         ratios[name] = cudnn.median_ms / yours.median_ms
-    print("\nfraction of cuDNN's speed: "
-          + ", ".join(f"{name}: {r:.2f}" for name, r in ratios.items()))
-    slowest = min(ratios, key=ratios.get)
-    print(f"the slowest layer, {slowest}, counts")
-    grading.assert_ratio(ratios[slowest], limit)
+    grading.assert_slowest_ratio(ratios, limit, "fraction of cuDNN's speed")
 
 
 def depthwise_reference(x, w, stride=1, padding=0, dilation=1):
