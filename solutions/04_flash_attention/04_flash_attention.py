@@ -1456,6 +1456,42 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
     print(f"{name}: relative difference from PyTorch's "
           f"{check.relative_error(a.grad, b.grad.to(a.grad.dtype)):.1e}")
 
+# %% [markdown] id="cell-55"
+# ## Optional: what each Hopper idea buys the forward, measured
+#
+# Your kernel and the reference trail cuDNN at head size 128, by a quarter. FlashAttention-3 closes
+# that gap on Hopper with hardware features that Triton 3.6 exposes at least in part. Which of them
+# help a Triton kernel? `benchmarks/attention_forward_ideas.py` answers by measurement. It takes one
+# forward kernel, puts each idea behind a switch, and times each variant at its best of five
+# configurations against cuDNN, interleaved in one process on an H200 (2026-12-02, float16,
+# TFLOP/s; the power limit held the clock at 1725-1920 MHz, the same for every column of a row):
+#
+# | shape | reference | pointers | + fma | + TMA (host) | TMA (device) | + WS | cuDNN |
+# | --- | --- | --- | --- | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 | 459 | 432 | 449 | **488** | 462 | 432 | 624 |
+# | same, causal | 400 | 394 | 405 | **452** | 421 | 381 | 536 |
+# | B4 H32 S4096 D64 | 417 | 403 | 417 | 406 | 405 | 312 | 439 |
+# | B16 H16 S1024 D128 | 392 | 389 | 391 | **427** | 381 | 349 | 555 |
+#
+# The ideas, column by column:
+#
+# - **+ fma**: the scale folded into the exponent. Take the row maximum of the raw scores, then
+#   compute `exp2(s * scale - m)`: the multiply and the subtraction become one fused multiply-add
+#   per score. The softmax is the part of the loop the tensor cores do not do; this gained 1-4%.
+# - **+ TMA (host)**: k and v read through tensor descriptors built on the host (lesson 03's TMA:
+#   one instruction copies a whole block into shared memory, with no address arithmetic in
+#   registers). At head size 128 this gained 9-12% more, the fastest Triton forward of the table:
+#   0.78x cuDNN non-causal and 0.84x causal. At head size 64 it gained nothing.
+# - **TMA (device)**: the same descriptors built inside the kernel (`tl.make_tensor_descriptor`)
+#   instead, 5-8% slower than those built on the host.
+# - **+ WS**: warp specialisation (`tl.range(..., warp_specialize=True)`: some warps only copy,
+#   the others only compute, FlashAttention-3's first idea). In Triton 3.6 on Hopper it did not
+#   compile for 4-warp configurations, and where it compiled it lost to every variant without it.
+#
+# None of them reaches cuDNN. The gap does not seem to be in the algorithm you wrote: lesson 07
+# writes the same forward in cuTile, whose compiler makes these choices itself, and on the same H200
+# it reached 575 TFLOP/s on the first row, 0.92x cuDNN.
+
 # %% [markdown] id="cell-42"
 # ## What comes next
 #
