@@ -34,7 +34,7 @@ import triton.language as tl
 from torch.nn.attention import SDPBackend
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from attention_shapes import sdpa
+from attention_shapes import relative, sdpa
 from record import finish, header, options, write
 from tilegym_edu import bench, tune
 from tilegym_edu.reference import flash
@@ -149,10 +149,6 @@ def launcher(q, k, v, causal: bool, variant: str, config):
                                    num_stages=stages)
         return o
     return run
-
-
-def relative(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.float() - ref).norm() / ref.norm()).item()
 
 
 def best_config(q, k, v, causal, variant, ref) -> dict:

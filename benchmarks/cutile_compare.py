@@ -15,33 +15,31 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
-import ast
 import importlib.metadata
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
-from attention_shapes import sdpa
+from attention_shapes import relative, sdpa
 from record import finish, header, options
 from tilegym_edu import bench, tune
+from tilegym_edu.includes import code_lines
 from tilegym_edu.reference import cutile_kernels as ck
 from tilegym_edu.reference import flash, llama_kernels, pipelined
 
-PACKAGE = Path(tilegym_edu.__file__).resolve().parent
-#: (file under tilegym_edu/, functions) whose code makes up each side's kernel
+CUTILE, REFERENCE = "tilegym_edu/reference/cutile_kernels.py", "tilegym_edu/reference"
+#: (file, functions) whose code makes up each side's kernel (includes.code_lines counts it)
 KERNEL_CODE = {
-    "silu_mul": {"cuTile": ("reference/cutile_kernels.py", ("silu_mul_kernel",)),
-                 "Triton": ("reference/llama_kernels.py", ("swiglu_kernel",))},
-    "matmul": {"cuTile": ("reference/cutile_kernels.py", ("matmul_kernel", "grouped_tile")),
-               "Triton": ("reference/pipelined.py", ("pipelined_matmul_kernel",))},
-    "persistent matmul": {
-        "cuTile": ("reference/cutile_kernels.py", ("persistent_matmul_kernel", "grouped_tile")),
-        "Triton": ("reference/pipelined.py", ("persistent_matmul_kernel",))},
-    "attention": {"cuTile": ("reference/cutile_kernels.py", ("flash_attention_kernel",)),
-                  "Triton": ("reference/flash.py", ("flash_forward_kernel", "flash_blocks"))},
+    "silu_mul": {"cuTile": (CUTILE, ("silu_mul_kernel",)),
+                 "Triton": (f"{REFERENCE}/llama_kernels.py", ("swiglu_kernel",))},
+    "matmul": {"cuTile": (CUTILE, ("matmul_kernel", "grouped_tile")),
+               "Triton": (f"{REFERENCE}/pipelined.py", ("pipelined_matmul_kernel",))},
+    "persistent matmul": {"cuTile": (CUTILE, ("persistent_matmul_kernel", "grouped_tile")),
+                          "Triton": (f"{REFERENCE}/pipelined.py", ("persistent_matmul_kernel",))},
+    "attention": {"cuTile": (CUTILE, ("flash_attention_kernel",)),
+                  "Triton": (f"{REFERENCE}/flash.py", ("flash_forward_kernel", "flash_blocks"))},
 }
 #: tiles tried beside each cuTile default (a learner's first few guesses, not a search)
 CUTILE_CONFIGS = {
@@ -55,24 +53,6 @@ CUTILE_CONFIGS = {
 }
 
 
-def code_lines(path: str, names: tuple[str, ...]) -> int:
-    """Lines of code of the named functions of tilegym_edu/``path``, wherever they are defined
-    (top level or nested): docstrings, comments and blank lines left out."""
-    source = (PACKAGE / path).read_text()
-    lines = source.splitlines()
-    total = 0
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name in names:
-            body = node.body
-            skip = set()
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                skip = set(range(body[0].lineno, body[0].end_lineno + 1))
-            total += sum(1 for n in range(node.lineno, node.end_lineno + 1)
-                         if n not in skip and lines[n - 1].strip()
-                         and not lines[n - 1].strip().startswith("#"))
-    return total
-
-
 def first_call_s(fn) -> float:
     """Wall time of fn's first call, synchronized: compilation and the launch."""
     torch.cuda.synchronize()
@@ -80,10 +60,6 @@ def first_call_s(fn) -> float:
     fn()
     torch.cuda.synchronize()
     return time.perf_counter() - start
-
-
-def relative(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.float() - ref).norm() / ref.norm()).item()
 
 
 def measure(name: str, fns: dict, ref: torch.Tensor, flops=None, bytes=None,
@@ -176,7 +152,7 @@ def main() -> None:
     record = {**header(), "cuda_tile": importlib.metadata.version("cuda-tile"),
               "tileiras": importlib.metadata.version("nvidia-cuda-tileiras"),
               "lines_of_kernel_code": {
-                  kernel: {side: code_lines(*where) for side, where in sides.items()}
+                  kernel: {side: code_lines(where[0], *where[1]) for side, where in sides.items()}
                   for kernel, sides in KERNEL_CODE.items()}}
     print("lines of kernel code:", record["lines_of_kernel_code"])
     record["silu_mul"] = [silu_mul_row(16384, 8192)]

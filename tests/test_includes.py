@@ -34,6 +34,18 @@ def test_an_included_function_is_shown_as_a_lesson_shows_it(tmp_path):
         includes.function_source(module, "nope")
 
 
+
+def test_code_lines_count_code_and_leave_out_docstrings_comments_and_blanks(tmp_path,
+                                                                           monkeypatch):
+    (tmp_path / "mod.py").write_text(
+        '@deco\ndef add(a, b):\n    """a + b,\n    over two lines."""\n    # a comment\n\n'
+        '    c = a + b\n    return c\n\n\ndef bare(a):\n    return a\n')
+    monkeypatch.setattr(includes, "PACKAGE_ROOT", tmp_path)
+    assert includes.code_lines("mod.py", "add") == 3          # def, c = a + b, return c
+    assert includes.code_lines("mod.py", "add", "bare") == 5
+    with pytest.raises(ValueError, match="no top-level function nope"):
+        includes.code_lines("mod.py", "nope")
+
 def test_a_lesson_cell_is_included_whole_with_its_own_includes_expanded():
     brought = includes.lesson_cell(REPO, "04_flash_attention", "flash_attention_solution")
     assert "def attention_blocks(" in brought and "### BEGIN SOLUTION" in brought

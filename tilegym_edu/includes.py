@@ -82,10 +82,7 @@ def function_source(path: Path, name: str, new_name: str | None = None,
     module doc)."""
     text = path.read_text()
     lines = text.split("\n")
-    node = next((n for n in ast.parse(text).body
-                 if isinstance(n, ast.FunctionDef) and n.name == name), None)
-    if node is None:
-        raise ValueError(f"{path} has no top-level function {name}")
+    node = _top_level_function(path, text, name)
     start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
     body = lines[start:node.end_lineno]
     decorators = [line for line in body[:node.lineno - 1 - start] if line.strip() != GUARD]
@@ -101,3 +98,29 @@ def function_source(path: Path, name: str, new_name: str | None = None,
         code = [*code[:after], f"{indent}### BEGIN SOLUTION", *code[after:],
                 f"{indent}### END SOLUTION"]
     return "\n".join(decorators + code)
+
+
+def code_lines(path: str, *names: str) -> int:
+    """How many lines of code the named top-level functions of the file at ``path`` (from
+    :data:`PACKAGE_ROOT`, as in an include line) hold, docstrings, comments and blank lines left
+    out: the size of a kernel, as lesson 07 and benchmarks/cutile_compare.py compare them."""
+    text = (PACKAGE_ROOT / path).read_text()
+    lines = text.split("\n")
+    count = 0
+    for name in names:
+        node = _top_level_function(PACKAGE_ROOT / path, text, name)
+        doc = node.body[0] if ast.get_docstring(node) is not None else None
+        for number in range(node.lineno, node.end_lineno + 1):
+            if doc is not None and doc.lineno <= number <= doc.end_lineno:
+                continue
+            code = lines[number - 1].strip()
+            count += bool(code) and not code.startswith("#")
+    return count
+
+
+def _top_level_function(path: Path, text: str, name: str) -> ast.FunctionDef:
+    node = next((n for n in ast.parse(text).body
+                 if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if node is None:
+        raise ValueError(f"{path} has no top-level function {name}")
+    return node

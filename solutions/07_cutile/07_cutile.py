@@ -702,27 +702,8 @@ grading.assert_ratio(cudnn.median_ms / yours.median_ms,
 # `docs/results/h200-2026-12-02-cutile.md`.
 
 # %% id="cell-36" tags=["demo"]
-import ast
-
-from tilegym_edu import includes
+from tilegym_edu.includes import code_lines
 from tilegym_edu.reference import llama_kernels
-
-
-def code_lines(path, *names):
-    """Lines of code of the named top-level functions of a course file (tilegym_edu/...):
-    docstrings, comments and blank lines left out."""
-    source = (includes.PACKAGE_ROOT / path).read_text()
-    lines = source.split("\n")
-    count = 0
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef) and node.name in names:
-            doc = node.body[0] if ast.get_docstring(node) is not None else None
-            for number in range(node.lineno, node.end_lineno + 1):
-                if doc is not None and doc.lineno <= number <= doc.end_lineno:
-                    continue
-                text = lines[number - 1].strip()
-                count += bool(text) and not text.startswith("#")
-    return count
 
 
 def first_call_s(fn):

@@ -22,8 +22,8 @@ from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_lose
                                  gpu_submissions_of, lesson_points, skip_unless_it_runs)
 from tilegym_edu import autograde, grade_report
 
-#: each lesson's points, as the H200 runs recorded them (docs/results/h200.md; lesson 07's as its
-#: notebook has them: it has not run on an H200 yet)
+#: each lesson's points, as the H200 runs recorded them (docs/results/h200.md; lesson 07's in
+#: run p of 2026-12-02)
 TOTAL_POINTS = {"00_getting_started": 8, "01_naive_matmul": 9, "02_tiled_matmul": 18,
                 "03_software_pipelining": 25, "04_flash_attention": 34, "05_convolution": 27,
                 "06_capstone": 22, "07_cutile": 30}
