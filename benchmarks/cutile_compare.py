@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 from attention_shapes import relative, sdpa
-from record import finish, header, options
+from record import finish, header, options, write
 from tilegym_edu import bench, tune
 from tilegym_edu.includes import code_lines
 from tilegym_edu.reference import cutile_kernels as ck
@@ -155,11 +155,16 @@ def main() -> None:
                   kernel: {side: code_lines(where[0], *where[1]) for side, where in sides.items()}
                   for kernel, sides in KERNEL_CODE.items()}}
     print("lines of kernel code:", record["lines_of_kernel_code"])
-    record["silu_mul"] = [silu_mul_row(16384, 8192)]
-    record["matmul"] = [matmul_row("matmul", n) for n in (4096, 8192)]
-    record["persistent_matmul"] = [matmul_row("persistent matmul", n) for n in (4096, 8192)]
-    record["attention"] = [attention_row(4, 32, 4096, 128, causal) for causal in (False, True)]
-    record["attention"].append(attention_row(8, 16, 2048, 64, True))
+    rows = {"silu_mul": [lambda: silu_mul_row(16384, 8192)],
+            "matmul": [lambda n=n: matmul_row("matmul", n) for n in (4096, 8192)],
+            "persistent_matmul": [lambda n=n: matmul_row("persistent matmul", n)
+                                  for n in (4096, 8192)],
+            "attention": [lambda c=c: attention_row(4, 32, 4096, 128, c) for c in (False, True)]
+            + [lambda: attention_row(8, 16, 2048, 64, True)]}
+    for section, makers in rows.items():
+        for make in makers:
+            record.setdefault(section, []).append(make())
+            write(record, args.out)          # a run cut short keeps its rows
     finish(record, args.out)
 
 

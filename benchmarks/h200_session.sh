@@ -9,7 +9,7 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --prefix /tmp/site \
     .carry/whl/*.whl || exit 1
 site=$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib", vars={"base": "/tmp/site"}))')
-export PYTHONPATH="$PWD:$site" PATH="/tmp/site/bin:$PATH" JUPYTER_PATH=/tmp/site/share/jupyter
+export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}" PATH="/tmp/site/bin:$PATH" JUPYTER_PATH=/tmp/site/share/jupyter
 export PYTHONUNBUFFERED=1
 for deb in .carry/deb/*.deb; do dpkg -x "$deb" /tmp/debs; done
 export PATH="/tmp/debs/usr/bin:$PATH" LD_LIBRARY_PATH="/tmp/debs/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"

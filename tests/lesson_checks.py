@@ -146,6 +146,24 @@ def packed(lesson: str, submissions: list[Submission]) -> list[list[Submission]]
     return [members for _, _, members in groups]
 
 
+def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_path_factory,
+                    prefix: str) -> list[tuple[list[Submission], Path, str, list[str]]]:
+    """The gradings that cover ``submissions`` of ``lesson``: per packed group, (its members,
+    the folder of one notebook with every member's edits made on the solution at ``root``, a
+    student id ``prefix`` + the first member's name, the exercises to grade: those the
+    members' edits can reach, by affected_exercises, in the lesson's order)."""
+    solution = root / "solutions" / lesson / f"{lesson}.ipynb"
+    gradings = []
+    for members in packed(lesson, submissions):
+        together = Submission("+".join(m.name for m in members),
+                              {k: v for m in members for k, v in m.edits.items()})
+        folder = together.write(solution, tmp_path_factory.mktemp(f"{prefix}{members[0].name}"))
+        exercises = [e for e in lesson_points(lesson)
+                     if any(e in affected_exercises(lesson, m) for m in members)]
+        gradings.append((members, folder, f"{prefix}{members[0].name}", exercises))
+    return gradings
+
+
 def grade_lessons(lessons: list[str], root: Path,
                   tmp_path_factory) -> dict[str, dict[str, grade_report.GradeReport]]:
     """{lesson: {"solution": the solution graded whole, and per known-wrong submission's name:
@@ -157,18 +175,12 @@ def grade_lessons(lessons: list[str], root: Path,
     prefixed with the lesson number so lessons never share one."""
     solutions, packs, graded_in = {}, {}, {}
     for lesson in lessons:
-        prefix = lesson[:2]
-        solution = root / "solutions" / lesson / f"{lesson}.ipynb"
-        solutions[(lesson, "solution")] = (solution.parent, f"l{prefix}_solution", [])
-        for members in packed(lesson, submissions_of(lesson)):
-            name = "+".join(m.name for m in members)
-            together = Submission(name, {k: v for m in members for k, v in m.edits.items()})
-            folder = together.write(solution,
-                                    tmp_path_factory.mktemp(f"l{prefix}_{members[0].name}"))
-            exercises = [e for e in lesson_points(lesson)
-                         if any(e in affected_exercises(lesson, m) for m in members)]
-            packs[(lesson, name)] = (folder, f"l{prefix}_{members[0].name}", exercises)
-            graded_in.update({(lesson, m.name): (lesson, name) for m in members})
+        prefix = f"l{lesson[:2]}_"
+        solutions[(lesson, "solution")] = (root / "solutions" / lesson, f"{prefix}solution", [])
+        for members, folder, student, exercises in packed_gradings(
+                lesson, submissions_of(lesson), root, tmp_path_factory, prefix):
+            packs[(lesson, student)] = (folder, student, exercises)
+            graded_in.update({(lesson, m.name): (lesson, student) for m in members})
     workspace = tmp_path_factory.mktemp("graders")
     with ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_limit_threads) as pool:

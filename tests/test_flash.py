@@ -39,10 +39,19 @@ def cases(dtypes=(torch.float32, torch.float16)):
     return [{"shape": s, "dtype": d} for s in SHAPES for d in dtypes]
 
 
+@pytest.fixture(params=["descriptors", "pointers"])
+def kv_path(request, monkeypatch):
+    """k and v by tensor descriptors where they fit (the wrapper's choice: every contiguous
+    input here), or by pointers everywhere."""
+    if request.param == "pointers":
+        monkeypatch.setattr(flash, "kv_descriptors", lambda *args: None)
+    return request.param
+
+
 @pytest.mark.parametrize("config", [SMALL, Config(BLOCK_M=16, BLOCK_N=32, num_warps=4,
                                                    num_stages=1)], ids=str)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_forward_matches_float64_on_every_shape(causal, config):
+def test_forward_matches_float64_on_every_shape(causal, config, kv_path):
     """Also with key blocks wider than query blocks, which lesson 04's kernel cannot take."""
     results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal, config=config)[0],
                     lambda q, k, v: flash.attention_reference(q, k, v, causal),
@@ -60,6 +69,29 @@ def test_forward_saves_the_log_sum_exp_in_log2_units():
     expected = scores.masked_fill(~keep, float("-inf")).logsumexp(-1) / math.log(2)
     assert lse.shape == (1, 4, 5) and lse.dtype == torch.float32
     torch.testing.assert_close(lse.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_descriptors_read_rows_that_follow_one_another_on_16_byte_boundaries():
+    k = torch.randn(2, 3, 10, 32)
+    assert flash.descriptors_fit(k)
+    assert flash.descriptors_fit(k.half()[:1])
+    assert not flash.descriptors_fit(torch.randn(2, 3, 17, 32)[:, :, :10])  # a KV cache's view
+    assert not flash.descriptors_fit(torch.randn(1, 10, 3, 32).transpose(1, 2))  # bshd
+    assert not flash.descriptors_fit(torch.randn(2, 3, 10, 20).half())  # 40-byte rows
+    assert flash.kv_descriptors(k, k[:, :, :5], 16, 32) is None
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # inf - inf, masked after
+def test_the_next_heads_keys_never_reach_a_head_whose_last_block_runs_past_its_end():
+    """A descriptor block past a head's last key reads the next head's rows: they are masked,
+    even where they hold infinities."""
+    generator = torch.Generator().manual_seed(4)
+    q, k, v = make_inputs({"shape": (1, 2, 2, 3, 20, 32), "dtype": torch.float32}, generator)
+    k[0, 1, :], v[0, 1, :] = float("inf"), float("nan")
+    o, lse = flash.flash_forward(q, k, v, config=SMALL)
+    expected = flash.attention_reference(q[:, :1].double(), k[:, :1].double(), v[:, :1].double())
+    torch.testing.assert_close(o[:, :1].double(), expected, rtol=1e-5, atol=1e-5)
+    assert torch.isfinite(lse[:, 0]).all()
 
 
 def gradients(attend):

@@ -22,9 +22,10 @@ import ast
 import re
 from pathlib import Path
 
-from nbformat import NotebookNode
+from typing import TYPE_CHECKING
 
-from tilegym_edu import percent
+if TYPE_CHECKING:  # nbformat is imported where notebooks are expanded: code_lines runs without it
+    from nbformat import NotebookNode
 
 #: where FILE paths start: the folder holding the tilegym_edu package
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,8 @@ def lesson_cell(root: Path, lesson: str, grade_id: str, seen: tuple[str, ...] = 
     key = f"{lesson} {grade_id}"
     if key in seen:
         raise ValueError(f"include loop: {' -> '.join((*seen, key))}")
+    from tilegym_edu import percent   # nbformat: see the imports above
+
     source = root / "solutions" / lesson / f"{lesson}.py"
     nb = expand(percent.from_text(source.read_text()), root, (*seen, key))
     for cell in nb.cells:

@@ -75,7 +75,8 @@ from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
 # the general forward's search space, problem description and input validator
-from tilegym_edu.reference.flash import FLASH_SPACE, check_flash_inputs, flash_problem
+from tilegym_edu.reference.flash import (FLASH_SPACE, block_d, check_flash_inputs,
+                                         flash_problem, kv_descriptors)
 # the backward's search spaces, its problem description, the tuning loop and a stride helper
 from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
                                                   head_strides, tune_backward)
@@ -1293,7 +1294,11 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 #
 # The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks`
 # with the head columns masked and the queries' positions passed in), `flash_forward_kernel`,
-# `launch_flash_forward` and `flash_forward`.
+# `launch_flash_forward` and `flash_forward`. The reference also takes two of the ideas that the
+# optional last section measures: the scale folded into the exponent, and `k` and `v` read through
+# tensor descriptors (lesson 03's TMA copies) wherever their rows follow one another,
+# `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))` (imported) making them and saying where they
+# cannot be used. Neither is needed for the points here.
 
 # %% id="cell-49" nbgrader={"grade": false, "grade_id": "flash_forward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/flash.py flash_blocks solution

@@ -298,11 +298,16 @@ grading.assert_bandwidth_fraction(silu_mul, input_sets, silu_mul_reference, torc
 # Also gone are `num_warps` and `num_stages`: the compiler decides how many threads run a block,
 # how the tiles are staged in shared memory, whether to load them with the tensor memory
 # accelerator (TMA: when the strides allow it, so rows of any length still work), and how deep to
-# pipeline the loop. What you choose is the tiles, and they matter more than Triton would lead
-# you to expect. On an H200 (cuda-tile 1.7.0, 2026-12-02) this kernel ran a 4096³ float16 product
-# at 690 TFLOP/s on 128 × 128 × 64 tiles (0.90x cuBLAS) and at 45 TFLOP/s on 128 × 256 × 64,
-# the tiles Triton's tuner picks for the same product. `MATMUL_DEFAULT` is the best of the few
-# tried there.
+# pipeline the loop. What you choose is the tiles and a few kernel options, and they matter more
+# than Triton would lead you to expect. On an H200 (cuda-tile 1.7.0, 2026-12-02) this kernel ran a
+# 4096³ float16 product at 690 TFLOP/s on 128 × 128 × 64 tiles (0.90x cuBLAS) and at 45 TFLOP/s on
+# 128 × 256 × 64, the tiles Triton's tuner picks for the same product: a 128 × 256 float32
+# accumulator needs more registers than the compiler's default of four worker warps holds. The
+# options go in the decorator. `@cutile_kernel(num_worker_warps=8)` gives such tiles two warp
+# groups, and they then ran level with 128 × 128; `@cutile_kernel(occupancy=2)`, two blocks per
+# SM, took 128 × 128 × 64 from 0.92x to 0.95x cuBLAS at 4096³ and from 0.98x to 1.00x at 8192³
+# (interleaved, in one process). The reference below uses the second, with `MATMUL_DEFAULT`'s tiles;
+# the course's `benchmarks/cutile_hints.py` times the rest.
 #
 # ## Exercise 3 (4 points, needs a GPU with cuTile): the tiled matmul in cuTile
 #
@@ -408,6 +413,9 @@ grading.assert_ratio(cublas.median_ms / yours.median_ms,
 # constant from 1 to 10, tells the compiler how heavy the DRAM traffic behind that load is; higher
 # values typically make it prefetch deeper. It is a hint, not a count of buffers. Whether it helps
 # this loop, and which value, is a question for your GPU: the cell after the exercise times a few.
+# The reference's `PERSISTENT_DEFAULT` is 128 × 256 × 64 tiles with `LATENCY=5`, its kernel
+# decorated `@cutile_kernel(num_worker_warps=8)`: on the H200 that ran at 1.02x cuBLAS at the speed
+# cell's 8192 × 8192 × 512 and 0.96x at 4096³, where 128 × 128 tiles reached 0.85x and 0.76x.
 #
 # ## Exercise 4 (3 points, needs a GPU with cuTile): the persistent matmul
 #
@@ -800,8 +808,8 @@ else:
 # `tl.constexpr` became `ct.Constant`, the persistent kernel lost its tensor descriptors and its
 # 16-byte rule, and the attention kernel's two hand-written loops became one that the compiler
 # splits. What you gave up is control: there is no `num_warps` and no `num_stages` to set, only
-# tiles, a latency hint and an occupancy hint, so when the compiler's choice is wrong there are
-# fewer levers. Whether it is wrong on your GPU is what the tables above measured: read them
+# tiles, latency hints and a few kernel options (blocks per SM, worker warps, CTAs per cluster), so
+# when the compiler's choice is wrong there are fewer levers. Whether it is wrong on your GPU is what the tables above measured: read them
 # kernel by kernel, since the answer need not be the same for a memory-bound kernel, a matmul
 # and an attention.
 #

@@ -1,25 +1,27 @@
-"""Every lesson graded end to end on a GPU, one table for all: the solution earns every point
-(the speed cells, lesson 01's CUDA C kernel built with load_inline, and lesson 03's persistent
-cells, which need compute capability 9.0, included), the blank learner notebook earns none, and
-each submission of a lesson's GPU_SUBMISSIONS (tests/submissions/lessonNN.py) loses there exactly
-the cells it should: lesson 01's wrong CUDA C kernels their CUDA cell, lesson 03's search spaces
-without pipelining its speed cells, lessons 04-06's library calls the timed cells too, and
-lesson 07's wrong cuTile kernels their cells (lesson 07 is skipped where cuda.tile is not
-installed). Points come from the notebooks' own metadata, and the totals must be TOTAL_POINTS.
-The same table without a GPU is tests/test_lessons.py.
+"""Every lesson graded end to end on a GPU, one table for all: the solution earns every point (the
+speed cells, lesson 01's CUDA C kernel built with load_inline, and lesson 03's persistent cells,
+which need compute capability 9.0, included), the blank learner notebook earns none, and each
+submission of a lesson's GPU_SUBMISSIONS (tests/submissions/lessonNN.py) loses there exactly the
+cells it should: lesson 01's wrong CUDA C kernels their CUDA cell, lesson 03's search spaces without
+pipelining its speed cells, lessons 04-06's library calls the timed cells too, and lesson 07's wrong
+cuTile kernels their cells (lesson 07 is skipped where cuda.tile is not installed). The submissions
+are graded as tests/test_lessons.py grades them, in packed groups on the cells their edits can reach
+(submissions_on_gpu). Points come from the notebooks' own metadata, and the totals must be
+TOTAL_POINTS. The same table without a GPU is tests/test_lessons.py.
 
-Each lesson is graded with a tuning cache and a CUDA C build folder of its own, fresh (the
-grading kernels inherit both): every submission tunes from scratch, so a cached winner of the
-solution cannot stand in for a submission's own search; every build is real, and no lock file
-left by an interrupted build elsewhere can hang one. Each grade table is printed, and so is what
-the solution's GPU cells printed (what they measured against each threshold): the record of the
-run."""
+Each lesson is graded with a tuning cache and a CUDA C build folder of its own, fresh (the grading
+kernels inherit both): every submission tunes from scratch, so a cached winner of the solution
+cannot stand in for a submission's own search; every build is real, and no lock file left by an
+interrupted build elsewhere can hang one. Each grade table is printed with its slowest cells, and so
+is what the solution's GPU cells printed (what they measured against each threshold): the record of
+the run."""
 import nbformat
 import pytest
 
 from tests.conftest import tuning_cache_in
-from tests.lesson_checks import (LESSONS, assert_full_marks_but_gpu, assert_loses_exactly,
-                                 gpu_submissions_of, lesson_points, skip_unless_it_runs)
+from tests.lesson_checks import (LESSONS, affected_exercises, assert_full_marks_but_gpu,
+                                 assert_loses_exactly, gpu_submissions_of, lesson_points,
+                                 packed_gradings, skip_unless_it_runs)
 from tilegym_edu import autograde, grade_report
 
 #: each lesson's points, as the H200 runs recorded them (docs/results/h200.md; lesson 07's in
@@ -37,17 +39,41 @@ def grade_on_gpu(course_copy, tmp_path_factory):
     in the lesson's own tuning cache and CUDA C build folder; its grade table printed."""
     folders = {}
 
-    def grade(lesson: str, student: str, folder=None) -> grade_report.GradeReport:
+    def grade(lesson: str, student: str, folder=None,
+              exercises=None) -> grade_report.GradeReport:
         if lesson not in folders:
             folders[lesson] = [tmp_path_factory.mktemp(f"l{lesson[:2]}_{name}")
                                for name in ("tilegym_cache", "torch_extensions")]
         cache, extensions = folders[lesson]
         with tuning_cache_in(cache), pytest.MonkeyPatch.context() as patch:
             patch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
-            report = autograde.grade(lesson, folder, root=course_copy, student=student)
+            report = autograde.grade(lesson, folder, root=course_copy, student=student,
+                                     exercises=exercises)
         print(report.format_table())
+        print(report.format_profile())
         return report
     return grade
+
+
+@pytest.fixture(scope="session")
+def submissions_on_gpu(course_copy, grade_on_gpu, tmp_path_factory):
+    """submissions_on_gpu(lesson): {submission name: the grade report that holds its cells}
+    for the lesson's GPU_SUBMISSIONS, graded once a session in packed groups, as
+    tests/test_lessons.py grades them without a GPU: one notebook per group with every
+    member's edits, graded on the exercises those edits can reach only (every other cell would
+    run the solution's code again)."""
+    graded = {}
+
+    def reports(lesson: str) -> dict[str, grade_report.GradeReport]:
+        if lesson not in graded:
+            graded[lesson] = {}
+            submissions = [case.submission for case in gpu_submissions_of(lesson)]
+            for members, folder, student, exercises in packed_gradings(
+                    lesson, submissions, course_copy, tmp_path_factory, f"gpu{lesson[:2]}_"):
+                report = grade_on_gpu(lesson, student, folder, exercises)
+                graded[lesson].update({m.name: report for m in members})
+        return graded[lesson]
+    return reports
 
 
 @pytest.fixture(scope="session")
@@ -94,14 +120,13 @@ def test_blank_learner_notebook_scores_zero(lesson, grade_on_gpu):
 
 @pytest.mark.parametrize("lesson, case", CASES,
                          ids=[f"{lesson[:2]}:{case.submission.name}" for lesson, case in CASES])
-def test_wrong_submission_loses_exactly_its_cells(lesson, case, course_copy, solution_on_gpu,
-                                                  grade_on_gpu, tmp_path):
+def test_wrong_submission_loses_exactly_its_cells(lesson, case, solution_on_gpu,
+                                                  submissions_on_gpu):
     skip_unless_it_runs(lesson)
-    solution = solution_on_gpu(lesson)
     submission = case.submission
-    folder = submission.write(course_copy / "solutions" / lesson / f"{lesson}.ipynb", tmp_path)
-    report = grade_on_gpu(lesson, f"gpu{lesson[:2]}_{submission.name}", folder)
-    assert_loses_exactly(solution, report, submission, also=case.also_loses, may=case.may_lose)
+    assert_loses_exactly(solution_on_gpu(lesson), submissions_on_gpu(lesson)[submission.name],
+                         submission, also=case.also_loses, may=case.may_lose,
+                         only=affected_exercises(lesson, submission))
 
 
 @pytest.mark.usefixtures("fresh_tuning_cache")

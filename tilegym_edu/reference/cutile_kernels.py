@@ -32,19 +32,23 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 #: log2(e): exp(x) = exp2(x * LOG2E); the softmax runs in base 2, on the GPU's native exp2
 LOG2E = 1.4426950408889634
 
-# The defaults below come from the H200 (docs/results/h200-2026-12-02-cutile.md, cuda-tile
-# 1.7.0, tileiras 13.4.92, fp16): tiles of 128 x 256 or 256 x 128 ran both matmuls at 45-77
-# TFLOP/s against 566-713 at 128 x 128, and attention ran 1.9x faster on 64 x 128 tiles than on
-# 128 x 128 (575 against 301 TFLOP/s at B4 H32 S4096 D128, 0.92x cuDNN).
+# The defaults below come from the H200 (cuda-tile 1.7.0, tileiras 13.4.92, fp16; 2026-12-02,
+# docs/results/h200-2026-12-02-cutile.md and benchmarks/cutile_hints.py's run). Tiles and kernel
+# options go together: a 128 x 256 float32 accumulator needs the registers of two warp groups
+# (num_worker_warps=8); with the compiler's 4 worker warps those tiles ran at 45-77 TFLOP/s.
 
 #: elements per block of silu_mul (lesson 00's BLOCK_SIZE)
 SILU_MUL_TILE = 1024
-#: matmul's tiles and GROUP_M, the tile rows of one group: 690 TFLOP/s at 4096³ (0.90x cuBLAS)
+#: matmul's tiles and GROUP_M, the tile rows of one group; with two blocks an SM (the kernel's
+#: occupancy=2) 645 TFLOP/s at 4096³ (0.95x cuBLAS) and 652 at 8192³ (1.00x), 3-4% more than
+#: the compiler's own choice
 MATMUL_DEFAULT = dict(TILE_M=128, TILE_N=128, TILE_K=64, GROUP_M=8)
 #: persistent_matmul's tiles and LATENCY, the hint on its a and b loads: 1 (light DRAM traffic)
-#: to 10 (heavy); 3 is what TileGym's notes show on matmul loads. 566 TFLOP/s at 4096³
-PERSISTENT_DEFAULT = dict(TILE_M=128, TILE_N=128, TILE_K=64, GROUP_M=8, LATENCY=3)
-#: flash_attention's query and key tiles: 64 queries against 128 keys a step
+#: to 10 (heavy). With 8 worker warps, 609 TFLOP/s at 8192 x 8192 x 512 (1.02x cuBLAS) and 697
+#: at 4096³ (0.96x); 128 x 128 tiles reached 510 and 556
+PERSISTENT_DEFAULT = dict(TILE_M=128, TILE_N=256, TILE_K=64, GROUP_M=8, LATENCY=5)
+#: flash_attention's query and key tiles: 64 queries against 128 keys a step (575-580 TFLOP/s
+#: at B4 H32 S4096 D128, 0.90-0.92x cuDNN; 128 x 128 ran at half that)
 ATTENTION_DEFAULT = dict(TILE_M=64, TILE_N=128)
 
 #: the longest dimension an array may have: cuTile's shapes and indices are int32 by default
@@ -153,7 +157,7 @@ def silu_mul_kernel(a, b, out, TILE: ConstInt):
     ct.store(out, index=(bid,), tile=(x / (1.0 + ct.exp(-x)) * y).astype(out.dtype))
 
 
-@cutile_kernel
+@cutile_kernel(occupancy=2)     # two blocks per SM: 3-4% faster on the H200 (MATMUL_DEFAULT)
 def matmul_kernel(a, b, c, TILE_M: ConstInt, TILE_N: ConstInt, TILE_K: ConstInt,
                   GROUP_M: ConstInt):
     """c = a @ b, one TILE_M x TILE_N tile of c per block, in grouped order: a (M, K),
@@ -172,7 +176,7 @@ def matmul_kernel(a, b, c, TILE_M: ConstInt, TILE_N: ConstInt, TILE_K: ConstInt,
     ct.store(c, index=(tile_m, tile_n), tile=acc.astype(c.dtype))
 
 
-@cutile_kernel
+@cutile_kernel(num_worker_warps=8)   # two warp groups hold a 128 x 256 float32 accumulator
 def persistent_matmul_kernel(a, b, c, TILE_M: ConstInt, TILE_N: ConstInt,
                              TILE_K: ConstInt, GROUP_M: ConstInt, LATENCY: ConstInt):
     """c = a @ b with ct.num_blocks(0) blocks (one per SM) that each walk over output tiles

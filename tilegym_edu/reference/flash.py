@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
                                              attention_prune, naive_attention)
@@ -44,44 +45,58 @@ FLASH_SPACE = SearchSpace(
 
 
 @triton.jit
-def flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_vn, q_pos, offs_n, offs_d,
-                 lo, hi, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                 MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+def flash_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, stride_kn, stride_vn, q_pos, offs_n,
+                 offs_d, lo, hi, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                 MASKED: tl.constexpr, CAUSAL: tl.constexpr, KV_DESCRIPTORS: tl.constexpr):
     """Fold key/value blocks lo, lo + BLOCK_N, ... < hi into one query block's running state
     (acc (BLOCK_M, BLOCK_D) unnormalised output, l_i running sum, m_i running maximum in log2
-    units). ``q_pos`` (BLOCK_M,) are the queries' positions among the keys. Head columns past
-    HEAD_DIM load as zeros; MASKED blocks also mask keys past seq_k and, if CAUSAL, keys after
-    the query."""
+    units). ``q_pos`` (BLOCK_M,) are the queries' positions among the keys. k_src and v_src
+    are this head's k and v as pointers, or (KV_DESCRIPTORS) tensor descriptors over every
+    head's rows, this head's keys from row ``kv_row`` on. Head columns past HEAD_DIM read as
+    zeros; MASKED blocks also mask keys past seq_k and, if CAUSAL, keys after the query. The
+    scale is folded into the exponent, exp2(s * qk_scale - m): one multiply-add an element,
+    the row maximum taken on the unscaled scores (qk_scale is positive)."""
     d_ok = offs_d[None, :] < HEAD_DIM
     for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         kv_ok = d_ok
         if MASKED:
             kv_ok = kv_ok & (cols[:, None] < seq_k)
-        k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_ok, other=0.0)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        if KV_DESCRIPTORS:
+            k = k_src.load([kv_row + start_n, 0])
+        else:
+            k = tl.load(k_src + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_ok,
+                        other=0.0)
+        qk = tl.dot(q, tl.trans(k))
         if MASKED:
             valid = cols[None, :] < seq_k
             if CAUSAL:
                 valid = valid & (q_pos[:, None] >= cols[None, :])
             qk = tl.where(valid, qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.math.exp2(qk - m_new[:, None])
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_ok, other=0.0)
+        if KV_DESCRIPTORS:
+            v = v_src.load([kv_row + start_n, 0])
+            if MASKED:  # rows past seq_k are the next head's: zero them, whatever they hold
+                v = tl.where(kv_ok, v, 0.0)
+        else:
+            v = tl.load(v_src + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_ok,
+                        other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
-def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
+def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          H, GROUP, seq_q, seq_k, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                         KV_DESCRIPTORS: tl.constexpr):
     """o and lse for BLOCK_M rows of one (batch, key/value head): program
     (i, b * (H // GROUP) + kv_head). The rows are the (query, head) pairs of the GROUP query
     heads that share the key/value head, query-major: row r is query r // GROUP of head
@@ -89,7 +104,9 @@ def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
     two. Query i sits at position i + seq_k - seq_q among the keys; causal attention stops at
     the block's last diagonal and masks only the key blocks that cross the diagonal. lse
-    (batch, H, seq_q) is m + log2(l), in log2 units."""
+    (batch, H, seq_q) is m + log2(l), in log2 units. k_src and v_src are k and v, or
+    (KV_DESCRIPTORS) tensor descriptors over their (batch * kv_heads * seq_k, head_dim) rows
+    (kv_descriptors makes them)."""
     start_m = tl.program_id(0)
     bkv = tl.program_id(1)
     kv_heads = H // GROUP
@@ -105,8 +122,9 @@ def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     io_mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
     q = tl.load(q_ptr + b * stride_qb + head[:, None] * stride_qh + query[:, None] * stride_qs
                 + offs_d[None, :], mask=io_mask, other=0.0)
-    k_ptr += b * stride_kb + kv_head * stride_kh
-    v_ptr += b * stride_vb + kv_head * stride_vh
+    if not KV_DESCRIPTORS:
+        k_src += b * stride_kb + kv_head * stride_kh
+        v_src += b * stride_vb + kv_head * stride_vh
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
@@ -118,12 +136,14 @@ def flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     else:
         end = seq_k
         unmasked_end = seq_k // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                 query + shift, offs_n, offs_d, 0, unmasked_end, seq_k,
-                                 qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL)
-    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_ptr, v_ptr, stride_ks, stride_vs,
-                                 query + shift, offs_n, offs_d, unmasked_end, end, seq_k,
-                                 qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL)
+    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_src, v_src, bkv * seq_k, stride_ks,
+                                 stride_vs, query + shift, offs_n, offs_d, 0, unmasked_end,
+                                 seq_k, qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL,
+                                 KV_DESCRIPTORS)
+    acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_src, v_src, bkv * seq_k, stride_ks,
+                                 stride_vs, query + shift, offs_n, offs_d, unmasked_end, end,
+                                 seq_k, qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL,
+                                 KV_DESCRIPTORS)
     out = acc / l_i[:, None]
     tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh + query[:, None] * stride_os
              + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=io_mask)
@@ -166,26 +186,66 @@ def check_flash_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         raise ValueError(f"empty attention: q {tuple(q.shape)}, k {tuple(k.shape)}")
 
 
+def descriptors_fit(t: torch.Tensor) -> bool:
+    """Whether tensor descriptors (TMA) can read ``t`` (batch, heads, seq, head_dim) as one
+    (batch * heads * seq, head_dim) matrix: its rows follow one another at one stride, head
+    after head and batch after batch (true of a contiguous tensor, false of a view of the
+    first rows of a longer KV cache), on 16-byte boundaries; and the GPU has TMA (compute
+    capability 9.0 or newer) or this is interpreter mode, where they run on the CPU."""
+    batch, heads, seq, _ = t.shape
+    row = t.stride(2)
+    if row * t.element_size() % 16 or t.data_ptr() % 16:
+        return False
+    if device.ON_GPU and torch.cuda.get_device_capability(t.device) < (9, 0):
+        return False
+    return ((heads == 1 or t.stride(1) == seq * row)
+            and (batch == 1 or t.stride(0) == heads * seq * row))
+
+
+def kv_descriptors(k: torch.Tensor, v: torch.Tensor, block_n: int, block_d: int):
+    """(k, v) as tensor descriptors over their (batch * kv_heads * seq_k, head_dim) rows, in
+    blocks of (block_n, block_d) (the columns past head_dim read as zeros); None unless both
+    fit (descriptors_fit) and this Triton has them (3.4 and newer)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    if not (descriptors_fit(k) and descriptors_fit(v)):
+        return None
+    return tuple(TensorDescriptor(t, [t.shape[0] * t.shape[1] * t.shape[2], t.shape[3]],
+                                  [t.stride(2), 1], [block_n, block_d]) for t in (k, v))
+
+
+def block_d(head_dim: int) -> int:
+    """The head columns a kernel block holds: head_dim rounded up to a power of two, >= 16."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
 def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
     """What the best forward configuration depends on: lesson 04's problem with the head size
-    rounded up to the block the kernel uses, the key length and the group size."""
+    rounded up to the block the kernel uses, the key length, the group size and whether k and
+    v go in by tensor descriptors (the two paths tune apart)."""
     problem = attention_problem(q, causal)
     problem.update(head_dim=triton.next_power_of_2(q.shape[-1]), seq_k=k.shape[2],
-                   group=q.shape[1] // k.shape[1])
+                   group=q.shape[1] // k.shape[1],
+                   kv_descriptors=descriptors_fit(k))
     return problem
 
 
 def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
     """Run flash_forward_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
-    num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32."""
+    num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32; k and v go in
+    by tensor descriptors where kv_descriptors can make them."""
     batch, heads, seq_q, head_dim = q.shape
     grid = (triton.cdiv(seq_q * (heads // k.shape[1]), config["BLOCK_M"]), batch * k.shape[1])
+    descriptors = kv_descriptors(k, v, config["BLOCK_N"], block_d(head_dim))
+    k_src, v_src = descriptors or (k, v)
     flash_forward_kernel[grid](
-        q, k, v, o, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
-        k.stride(2), v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1),
-        o.stride(2), heads, heads // k.shape[1], seq_q, k.shape[2],
-        LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim,
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), CAUSAL=causal, **config)
+        q, k_src, v_src, o, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+        k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), o.stride(0),
+        o.stride(1), o.stride(2), heads, heads // k.shape[1], seq_q, k.shape[2],
+        LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim),
+        CAUSAL=causal, KV_DESCRIPTORS=descriptors is not None, **config)
 
 
 @forbidden_in_graded_calls
