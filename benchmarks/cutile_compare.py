@@ -7,9 +7,11 @@ calls, without docstrings, comments and blank lines) and what tuning each side g
 kernels are tuned at level 1 as the lessons do; cuTile's run at their default tiles and at a few
 others listed in CUTILE_CONFIGS (the compiler picks threads and pipeline depth itself).
 
-Needs cuda.tile and its toolchain (``make cutile``). Prints tables; writes JSON with --out.
+Needs cuda.tile and its toolchain (``make cutile``). float16 unless --dtype bfloat16. Prints tables;
+writes JSON with --out.
 
     python benchmarks/cutile_compare.py --out cutile-compare.json
+    python benchmarks/cutile_compare.py --dtype bfloat16 --out cutile-compare-bf16.json
 """
 from __future__ import annotations
 
@@ -93,23 +95,27 @@ def with_configs(kernel: str, run, default: dict) -> dict:
     return fns
 
 
+def name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def fmt(config: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items() if k.startswith(("TILE", "LAT")))
 
 
-def silu_mul_row(rows: int, cols: int) -> dict:
-    a, b = (torch.randn(rows, cols, device="cuda", dtype=torch.float16) for _ in range(2))
+def silu_mul_row(rows: int, cols: int, dtype: torch.dtype) -> dict:
+    a, b = (torch.randn(rows, cols, device="cuda", dtype=dtype) for _ in range(2))
     h = torch.cat([a, b], dim=1)  # the Triton kernel's (gate | up) layout: the same bytes
     ref = F.silu(a.float()) * b.float()
     fns = {"cuTile": lambda: ck.silu_mul(a, b),
            "Triton (capstone's swiglu)": lambda: llama_kernels.swiglu(h),
            "PyTorch eager": lambda: F.silu(a) * b}
-    row = measure(f"silu(a) * b, {rows} x {cols} float16", fns, ref, bytes=3 * a.nbytes)
+    row = measure(f"silu(a) * b, {rows} x {cols} {name(dtype)}", fns, ref, bytes=3 * a.nbytes)
     return {"shape": [rows, cols], **row}
 
 
-def matmul_row(kernel: str, n: int) -> dict:
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) / n ** 0.25 for _ in range(2))
+def matmul_row(kernel: str, n: int, dtype: torch.dtype) -> dict:
+    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) / n ** 0.25 for _ in range(2))
     ref = a.float() @ b.float()
     persistent = kernel == "persistent matmul"
     run = ck.persistent_matmul if persistent else ck.matmul
@@ -120,12 +126,13 @@ def matmul_row(kernel: str, n: int) -> dict:
     triton_tuning_s = time.perf_counter() - tuned_start
     fns["Triton, tuned at level 1"] = lambda: pipelined.tuned_matmul(a, b, 1, persistent)
     fns["cuBLAS"] = lambda: a @ b
-    row = measure(f"{kernel} {n}^3 float16", fns, ref, flops=2 * n ** 3)
+    row = measure(f"{kernel} {n}^3 {name(dtype)}", fns, ref, flops=2 * n ** 3)
     return {"n": n, "triton_tuning_s": triton_tuning_s, **row}
 
 
-def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> dict:
-    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.float16)
+def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool,
+                  dtype: torch.dtype) -> dict:
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype)
                for _ in range(3))
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     fns = with_configs("attention", lambda c: ck.flash_attention(q, k, v, causal, c),
@@ -141,26 +148,32 @@ def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool)
     fns["cuDNN SDPA"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
     fns["FLASH SDPA"] = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
     pairs = batch * heads * (seq * (seq + 1) // 2 if causal else seq * seq)
-    label = f"attention B{batch} H{heads} S{seq} D{head_dim}{' causal' if causal else ''} float16"
+    label = (f"attention B{batch} H{heads} S{seq} D{head_dim}{' causal' if causal else ''} "
+             f"{name(dtype)}")
     row = measure(label, fns, ref, flops=4 * head_dim * pairs)
     return {"shape": [batch, heads, seq, head_dim], "causal": causal,
             "triton_tuning_s": triton_tuning_s, "triton_config": dict(result.config), **row}
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
+    parser = options(__doc__)
+    parser.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
     record = {**header(), "cuda_tile": importlib.metadata.version("cuda-tile"),
               "tileiras": importlib.metadata.version("nvidia-cuda-tileiras"),
               "lines_of_kernel_code": {
                   kernel: {side: code_lines(where[0], *where[1]) for side, where in sides.items()}
                   for kernel, sides in KERNEL_CODE.items()}}
     print("lines of kernel code:", record["lines_of_kernel_code"])
-    rows = {"silu_mul": [lambda: silu_mul_row(16384, 8192)],
-            "matmul": [lambda n=n: matmul_row("matmul", n) for n in (4096, 8192)],
-            "persistent_matmul": [lambda n=n: matmul_row("persistent matmul", n)
+    record["dtype"] = args.dtype
+    rows = {"silu_mul": [lambda: silu_mul_row(16384, 8192, dtype)],
+            "matmul": [lambda n=n: matmul_row("matmul", n, dtype) for n in (4096, 8192)],
+            "persistent_matmul": [lambda n=n: matmul_row("persistent matmul", n, dtype)
                                   for n in (4096, 8192)],
-            "attention": [lambda c=c: attention_row(4, 32, 4096, 128, c) for c in (False, True)]
-            + [lambda: attention_row(8, 16, 2048, 64, True)]}
+            "attention": [lambda c=c: attention_row(4, 32, 4096, 128, c, dtype)
+                          for c in (False, True)]
+            + [lambda: attention_row(8, 16, 2048, 64, True, dtype)]}
     for section, makers in rows.items():
         for make in makers:
             record.setdefault(section, []).append(make())

@@ -13,6 +13,7 @@ unchanged. Needs cuda.tile and its toolchain (``make cutile``). Prints tables; w
 with --out.
 
     python benchmarks/cutile_hints.py --out cutile-hints.json
+    python benchmarks/cutile_hints.py --kernels matmul --out cutile-hints-matmul.json
 """
 from __future__ import annotations
 
@@ -34,12 +35,11 @@ from tilegym_edu.reference import flash, pipelined
 
 #: (tile overrides, kernel hints) tried on each kernel; ({}, {}) is the reference as it stands
 MATMUL_VARIANTS = [
-    ({}, {}), ({}, {"num_ctas": 2}), ({}, {"occupancy": 1}), ({}, {"occupancy": 2}),
-    ({"GROUP_M": 16}, {}), ({"TILE_K": 128}, {}),
-    ({"TILE_N": 256}, {"num_worker_warps": 8}), ({"TILE_M": 256}, {"num_worker_warps": 8}),
-    ({"TILE_N": 256}, {"num_worker_warps": 8, "num_ctas": 2}),
-    ({"TILE_M": 256}, {"num_worker_warps": 8, "num_ctas": 2}),
-    ({"TILE_M": 256, "TILE_N": 256}, {"num_worker_warps": 8, "num_ctas": 2}),
+    ({}, {}), ({}, {"occupancy": 1}), ({}, {"occupancy": 3}), ({"GROUP_M": 4}, {}),
+    ({"GROUP_M": 16}, {}), ({"TILE_K": 32}, {"occupancy": 3}),
+    ({"TILE_N": 256}, {"num_worker_warps": 8, "occupancy": 1}),
+    ({"TILE_M": 256}, {"num_worker_warps": 8, "occupancy": 1}),
+    ({"TILE_M": 64}, {"occupancy": 4}), ({}, {"num_ctas": 2}),
 ]
 PERSISTENT_VARIANTS = [
     ({}, {}), ({}, {"num_ctas": 2}), ({}, {"occupancy": 1}),
@@ -132,19 +132,21 @@ def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool)
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
+    parser = options(__doc__)
+    parser.add_argument("--kernels", nargs="+", default=["matmul", "persistent", "attention"],
+                        choices=["matmul", "persistent", "attention"])
+    args = parser.parse_args()
     record = {**header(), "cuda_tile": importlib.metadata.version("cuda-tile"),
-              "tileiras": importlib.metadata.version("nvidia-cuda-tileiras"),
-              "matmul": [], "persistent_matmul": [], "attention": []}
-    for n in (4096, 8192):
-        record["matmul"].append(matmul_row(n, n, n, persistent=False))
-        write(record, args.out)          # a run cut short keeps its rows
-    for m, n, k in ((8192, 8192, 512), (4096, 4096, 4096)):
-        record["persistent_matmul"].append(matmul_row(m, n, k, persistent=True))
-        write(record, args.out)
-    for shape in ((8, 16, 2048, 64, True), (4, 32, 4096, 128, False)):
-        record["attention"].append(attention_row(*shape))
-        write(record, args.out)
+              "tileiras": importlib.metadata.version("nvidia-cuda-tileiras")}
+    rows = {"matmul": [lambda n=n: matmul_row(n, n, n, False) for n in (4096, 8192)],
+            "persistent": [lambda s=s: matmul_row(*s, True)
+                           for s in ((8192, 8192, 512), (4096, 4096, 4096))],
+            "attention": [lambda s=s: attention_row(*s)
+                          for s in ((8, 16, 2048, 64, True), (4, 32, 4096, 128, False))]}
+    for kernel in args.kernels:
+        for make in rows[kernel]:
+            record.setdefault(kernel, []).append(make())
+            write(record, args.out)          # a run cut short keeps its rows
     finish(record, args.out)
 
 

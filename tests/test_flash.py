@@ -41,10 +41,12 @@ def cases(dtypes=(torch.float32, torch.float16)):
 
 @pytest.fixture(params=["descriptors", "pointers"])
 def kv_path(request, monkeypatch):
-    """k and v by tensor descriptors where they fit (the wrapper's choice: every contiguous
-    input here), or by pointers everywhere."""
+    """k and v by tensor descriptors wherever they fit (every contiguous input here, whatever
+    its head size), or by pointers everywhere."""
     if request.param == "pointers":
         monkeypatch.setattr(flash, "kv_descriptors", lambda *args: None)
+    else:
+        monkeypatch.setattr(flash, "DESCRIPTORS_FROM_BLOCK_D", 16)
     return request.param
 
 
@@ -81,10 +83,19 @@ def test_descriptors_read_rows_that_follow_one_another_on_16_byte_boundaries():
     assert flash.kv_descriptors(k, k[:, :, :5], 16, 32) is None
 
 
-@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # inf - inf, masked after
-def test_the_next_heads_keys_never_reach_a_head_whose_last_block_runs_past_its_end():
+def test_descriptors_carry_head_blocks_of_128_columns_and_more():
+    """What the H200 measured (DESCRIPTORS_FROM_BLOCK_D): blocks of 64 columns stay on
+    pointers, head sizes 96 and 128 go by descriptors; the tuner keys the two apart."""
+    for head_dim, expected in ((64, False), (96, True), (128, True)):
+        q = torch.randn(1, 2, 4, head_dim)
+        assert flash.flash_problem(q, q, False)["kv_descriptors"] is expected
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # head 1 computes on its own infinities
+def test_the_next_heads_keys_never_reach_a_head_whose_last_block_runs_past_its_end(monkeypatch):
     """A descriptor block past a head's last key reads the next head's rows: they are masked,
     even where they hold infinities."""
+    monkeypatch.setattr(flash, "DESCRIPTORS_FROM_BLOCK_D", 16)
     generator = torch.Generator().manual_seed(4)
     q, k, v = make_inputs({"shape": (1, 2, 2, 3, 20, 32), "dtype": torch.float32}, generator)
     k[0, 1, :], v[0, 1, :] = float("inf"), float("nan")

@@ -75,8 +75,8 @@ from tilegym_edu.reference.attention import naive_attention
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX_COLS,
                                              attention_problem, check_attention_inputs)
 # the general forward's search space, problem description and input validator
-from tilegym_edu.reference.flash import (FLASH_SPACE, block_d, check_flash_inputs,
-                                         flash_problem, kv_descriptors)
+from tilegym_edu.reference.flash import (DESCRIPTORS_FROM_BLOCK_D, FLASH_SPACE, block_d,
+                                         check_flash_inputs, flash_problem, kv_descriptors)
 # the backward's search spaces, its problem description, the tuning loop and a stride helper
 from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
                                                   head_strides, tune_backward)
@@ -1295,10 +1295,11 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 # The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks`
 # with the head columns masked and the queries' positions passed in), `flash_forward_kernel`,
 # `launch_flash_forward` and `flash_forward`. The reference also takes two of the ideas that the
-# optional last section measures: the scale folded into the exponent, and `k` and `v` read through
-# tensor descriptors (lesson 03's TMA copies) wherever their rows follow one another,
-# `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))` (imported) making them and saying where they
-# cannot be used. Neither is needed for the points here.
+# optional last section measures: the scale folded into the exponent, and, for heads of 128
+# columns or more, `k` and `v` read through tensor descriptors (lesson 03's TMA copies) wherever
+# their rows follow one another: `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))` (imported,
+# with `DESCRIPTORS_FROM_BLOCK_D`, the 128) makes them, or returns `None` where they cannot be
+# used. Neither is needed for the points here.
 
 # %% id="cell-49" nbgrader={"grade": false, "grade_id": "flash_forward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/flash.py flash_blocks solution
@@ -1492,6 +1493,14 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # - **+ WS**: warp specialisation (`tl.range(..., warp_specialize=True)`: some warps only copy,
 #   the others only compute, FlashAttention-3's first idea). In Triton 3.6 on Hopper it did not
 #   compile for 4-warp configurations, and where it compiled it lost to every variant without it.
+#
+# The course's reference forward (the solution of Exercise 9) now takes the first two: the scale
+# in the exponent everywhere, and k and v by host descriptors where the head's block is 128 columns
+# or wider (heads of 96 to 256). Tuned at level 1 and timed against cuDNN in one process on the
+# H200 (2026-12-02, `benchmarks/attention_shapes.py`), that moved it from 0.77 to 0.78x cuDNN on
+# the first row, 0.78 to 0.81 causal, 0.72 to 0.74 on the fourth, 0.76 to 0.80 at head size 96 and
+# 0.67 to 0.71 at 256; at head size 64 the descriptors made it 3-4% slower (0.93 to 0.89), so there
+# it keeps its pointers.
 #
 # None of them reaches cuDNN. The gap does not seem to be in the algorithm you wrote: lesson 07
 # writes the same forward in cuTile, whose compiler makes these choices itself, and on the same H200

@@ -67,8 +67,8 @@ from tilegym_edu.reference.llama import (CPU_CONFIG, GPU_CONFIG, TORCH_OPS, KVCa
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
                                              check_attention_inputs)      # lesson 04's helpers
 # ... and lesson 04's attention for every shape (its section 6)
-from tilegym_edu.reference.flash import (FLASH_SPACE, block_d, check_flash_inputs,
-                                         flash_problem, kv_descriptors)
+from tilegym_edu.reference.flash import (DESCRIPTORS_FROM_BLOCK_D, FLASH_SPACE, block_d,
+                                         check_flash_inputs, flash_problem, kv_descriptors)
 from tilegym_edu.reference.pipelined import ELEMENT_BYTES                  # lesson 03's helper
 from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
 from tilegym_edu.tune import autotune

@@ -42,7 +42,8 @@ CUTILE_SUBMISSIONS = [
                loses=("test_matmul_correct",), reason="checks failed"),
     # No zero padding on the loads: the last K step multiplies whatever the padding holds. NAN
     # stands for "undetermined" (which may hold anything) so that the failure is certain; the
-    # speed cell's 8192 x 8192 x 512 has no partial tile and passes.
+    # speed cell's 8192 x 8192 x 512 has no partial tile, but there the NaN padding makes the
+    # kernel slow (GPU_SUBMISSIONS).
     Submission("persistent_without_zero_padding",
                {PERSISTENT: ("padding_mode=ct.PaddingMode.ZERO, latency=LATENCY)",
                              "padding_mode=ct.PaddingMode.NAN, latency=LATENCY)")},
@@ -63,5 +64,11 @@ CUTILE_SUBMISSIONS = [
                loses=("test_matmul_speed",), reason="too slow"),
 ]
 
-#: graded on a GPU with cuTile (tests/gpu/test_lessons_gpu.py): each loses its own cells there
-GPU_SUBMISSIONS = [OnGpu(submission) for submission in CUTILE_SUBMISSIONS]
+#: cells a GPU submission loses besides its own: NaN padding also costs the persistent kernel its
+#: speed, 0.68x lesson 03's persistent Triton kernel on the H200 (run r of 2026-12-02), where the
+#: reference measured 1.05x with zero padding
+ALSO_LOSES = {"persistent_without_zero_padding": ("test_persistent_speed",)}
+
+#: graded on a GPU with cuTile (tests/gpu/test_lessons_gpu.py)
+GPU_SUBMISSIONS = [OnGpu(submission, also_loses=ALSO_LOSES.get(submission.name, ()))
+                   for submission in CUTILE_SUBMISSIONS]

@@ -216,6 +216,12 @@ def kv_descriptors(k: torch.Tensor, v: torch.Tensor, block_n: int, block_d: int)
                                   [t.stride(2), 1], [block_n, block_d]) for t in (k, v))
 
 
+#: k and v go in by tensor descriptors from this head block (BLOCK_D) on: on the H200 they made
+#: the tuned forward 1-5% faster at blocks of 128 and 256 (head sizes 96, 128, 256) and 3-4%
+#: slower at 64 (docs/results/h200.md, 2026-12-02)
+DESCRIPTORS_FROM_BLOCK_D = 128
+
+
 def block_d(head_dim: int) -> int:
     """The head columns a kernel block holds: head_dim rounded up to a power of two, >= 16."""
     return max(16, triton.next_power_of_2(head_dim))
@@ -228,17 +234,20 @@ def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, o
     problem = attention_problem(q, causal)
     problem.update(head_dim=triton.next_power_of_2(q.shape[-1]), seq_k=k.shape[2],
                    group=q.shape[1] // k.shape[1],
-                   kv_descriptors=descriptors_fit(k))
+                   kv_descriptors=(block_d(q.shape[-1]) >= DESCRIPTORS_FROM_BLOCK_D
+                                   and descriptors_fit(k)))
     return problem
 
 
 def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
     """Run flash_forward_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
     num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32; k and v go in
-    by tensor descriptors where kv_descriptors can make them."""
+    by tensor descriptors where kv_descriptors can make them and the head's block holds at
+    least DESCRIPTORS_FROM_BLOCK_D columns."""
     batch, heads, seq_q, head_dim = q.shape
     grid = (triton.cdiv(seq_q * (heads // k.shape[1]), config["BLOCK_M"]), batch * k.shape[1])
-    descriptors = kv_descriptors(k, v, config["BLOCK_N"], block_d(head_dim))
+    descriptors = (kv_descriptors(k, v, config["BLOCK_N"], block_d(head_dim))
+                   if block_d(head_dim) >= DESCRIPTORS_FROM_BLOCK_D else None)
     k_src, v_src = descriptors or (k, v)
     flash_forward_kernel[grid](
         q, k_src, v_src, o, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
