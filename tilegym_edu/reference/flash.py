@@ -218,7 +218,8 @@ def kv_descriptors(k: torch.Tensor, v: torch.Tensor, block_n: int, block_d: int)
 
 #: k and v go in by tensor descriptors from this head block (BLOCK_D) on: on the H200 they made
 #: the tuned forward 1-5% faster at blocks of 128 and 256 (head sizes 96, 128, 256) and 3-4%
-#: slower at 64 (docs/results/h200.md, 2026-12-02)
+#: slower at 64, where pointers with the folded scale reached 0.95-0.97x cuDNN
+#: (docs/results/h200.md, 2026-12-02)
 DESCRIPTORS_FROM_BLOCK_D = 128
 
 
