@@ -4,9 +4,9 @@ tilegym_edu.hub. The instructor releases lesson 00 through nbgrader's exchange; 
 in through the browser, fetch it in nbgrader's Assignment List, each solve one exercise in
 JupyterLab and submit; the instructor collects (`tilegym-edu collect`), grades the class on two
 workers (`grade-class --workers 2`) and releases the feedback; each learner fetches it in the
-browser and finds their own score. `make test-hub` installs JupyterHub and the proxy and runs
-it (about 75 s on 2 cores, which `make test`'s CI budget has no room for); without them it is
-skipped, with that fix."""
+browser and finds their own score. `make test` (or `make test-hub`, this test alone) installs
+JupyterHub and the proxy and runs it (52 s on 2 cores); without them it is skipped, with that
+fix."""
 import csv
 import os
 import shutil
