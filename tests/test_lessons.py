@@ -44,14 +44,17 @@ def test_blank_learner_notebook_scores_zero_on_every_cell(lesson, course_copy):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_gpu_submissions_apply_and_lose_only_gpu_cells_beyond_their_own(lesson, tmp_path):
     """Each submission graded on a GPU still applies to the solution; what it loses there beyond
-    its own ``loses`` needs a GPU; and one graded there alone (not one of SUBMISSIONS, graded
-    here: lesson 01's CUDA C kernels) loses only cells that need a GPU."""
+    its own ``loses`` needs a GPU; every cell it may lose there is one its edits reach (the GPU
+    tests grade only those); and one graded there alone (not one of SUBMISSIONS, graded here:
+    lesson 01's CUDA C kernels) loses only cells that need a GPU."""
     graded_here = {s.name: s for s in submissions_of(lesson)}
     for case in gpu_submissions_of(lesson):
         submission = case.submission
         folder = submission.write(solution_notebook(lesson), tmp_path / submission.name)
         assert (folder / solution_notebook(lesson).name).exists()
         assert set(case.also_loses) | set(case.may_lose) <= gpu_only(lesson), case
+        reached = set(affected_exercises(lesson, submission))
+        assert {*submission.loses, *case.also_loses, *case.may_lose} <= reached, case
         if submission.name in graded_here:
             assert graded_here[submission.name] is submission
         else:
