@@ -71,9 +71,10 @@ $(BIN)/.cluster: $(BIN)/.installed
 	touch $@
 
 # JupyterHub, and its proxy from the npm registry into .venv/hub-proxy, for the end-to-end test
-# of a class on a hub (tests/browser/test_jupyterhub.py: 52 s on 2 cores, the install 11 s more;
-# part of `make test`, 11 minutes in all on 2 cores on 2026-12-02). Without npm, or where the
-# registry cannot be reached, the install says so and the test skips with that reason.
+# of a class on a hub (tests/browser/test_jupyterhub.py: 52-55 s on 2 cores, the install 11 s
+# more; part of `make test`, which took 12 min 20 s with it from a fresh clone on 2 cores on
+# 2026-12-02). Without npm, or where the registry cannot be reached, the install says so and the
+# test skips with that reason.
 $(BIN)/.hub: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[hub]"
 	@if ! command -v npm >/dev/null; then \
