@@ -34,9 +34,9 @@ import triton.language as tl
 from torch.nn.attention import SDPBackend
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from attention_shapes import relative, sdpa
+from attention_shapes import relative, score_pairs, sdpa, tuned_forward
 from record import finish, header, options, write
-from tilegym_edu import bench, tune
+from tilegym_edu import bench
 from tilegym_edu.reference import flash
 from tilegym_edu.reference.attention import LOG2E
 
@@ -186,10 +186,7 @@ def compare_shape(shape) -> dict:
     print("==", label)
     row: dict = {"variants": {}}
     fns = {}
-    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
-    tuned = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
-                          flash.FLASH_SPACE,
-                          lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+    tuned = tuned_forward(q, k, v, causal)
     row["reference_config"] = dict(tuned.config)
     fns["reference (flash.py)"] = lambda: flash.flash_forward(q, k, v, causal,
                                                               config=tuned.config)[0]
@@ -200,7 +197,7 @@ def compare_shape(shape) -> dict:
         if run is not None:
             fns[f"{variant} {found['best']}"] = run
     fns["cuDNN SDPA"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
-    pairs = batch * heads * (seq * (seq + 1) // 2 if causal else seq * seq)
+    pairs = score_pairs(batch, heads, seq, seq, causal)
     results = bench.compare(fns, flops=4 * d * pairs, rep_ms=400)
     bench.print_table(results, baseline="cuDNN SDPA")
     row["results"] = {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "runs": m.runs,

@@ -61,6 +61,15 @@ def score_pairs(b, h, sq, sk, causal) -> int:
     return b * h * (sq * (sk - sq) + sq * (sq + 1) // 2)
 
 
+def tuned_forward(q, k, v, causal: bool) -> tune.TuneResult:
+    """The reference forward's configuration for these inputs, tuned at level 1 as the lessons
+    tune it (or found in the tuning cache)."""
+    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+    return tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
+                         flash.FLASH_SPACE,
+                         lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+
+
 def inputs(row, grad: bool = False):
     b, h, hkv, sq, sk, d, causal, dtype = row
     dtype = getattr(torch, dtype)
@@ -113,10 +122,7 @@ def record_row(record, section, row, results, errors, failed, tuned):
 def compare_forward(row, record):
     b, h, hkv, sq, sk, d, causal, _ = row
     q, k, v = inputs(row)
-    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
-    result = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
-                           flash.FLASH_SPACE,
-                           lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+    result = tuned_forward(q, k, v, causal)
     fns = {"reference": lambda: flash.flash_forward(q, k, v, causal, config=result.config)[0]}
     fns.update({name: sdpa(backend, q, k, v, causal) for name, backend in BACKENDS.items()})
     # checked against float32 PyTorch where its scores fit in memory (up to 2^32 of them)

@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
-from attention_shapes import relative, sdpa
+from attention_shapes import relative, score_pairs, sdpa, tuned_forward
 from record import finish, header, options, write
-from tilegym_edu import bench, tune
+from tilegym_edu import bench
 from tilegym_edu.includes import code_lines
 from tilegym_edu.reference import cutile_kernels as ck
 from tilegym_edu.reference import flash, llama_kernels, pipelined
@@ -137,17 +137,14 @@ def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool,
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     fns = with_configs("attention", lambda c: ck.flash_attention(q, k, v, causal, c),
                        ck.ATTENTION_DEFAULT)
-    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
     tuned_start = time.perf_counter()
-    result = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
-                           flash.FLASH_SPACE,
-                           lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+    result = tuned_forward(q, k, v, causal)
     triton_tuning_s = time.perf_counter() - tuned_start
     fns["Triton, tuned at level 1"] = lambda: flash.flash_forward(q, k, v, causal,
                                                                    config=result.config)[0]
     fns["cuDNN SDPA"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
     fns["FLASH SDPA"] = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
-    pairs = batch * heads * (seq * (seq + 1) // 2 if causal else seq * seq)
+    pairs = score_pairs(batch, heads, seq, seq, causal)
     label = (f"attention B{batch} H{heads} S{seq} D{head_dim}{' causal' if causal else ''} "
              f"{name(dtype)}")
     row = measure(label, fns, ref, flops=4 * head_dim * pairs)

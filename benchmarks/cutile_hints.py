@@ -26,10 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
-from attention_shapes import sdpa
+from attention_shapes import score_pairs, sdpa, tuned_forward
 from cutile_compare import measure
 from record import finish, header, options, write
-from tilegym_edu import tune
 from tilegym_edu.reference import cutile_kernels as ck
 from tilegym_edu.reference import flash, pipelined
 
@@ -72,7 +71,6 @@ def hinted(kernel_name: str, hints: dict):
         yield
     finally:
         setattr(ck, kernel_name, original)
-
 
 
 def label(tiles: dict, hints: dict, default: dict) -> str:
@@ -118,14 +116,11 @@ def attention_row(batch: int, heads: int, seq: int, head_dim: int, causal: bool)
     fns = variants("flash_attention_kernel",
                    lambda c: ck.flash_attention(q, k, v, causal, c), ATTENTION_VARIANTS,
                    ck.ATTENTION_DEFAULT)
-    o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
-    tuned = tune.autotune(flash.flash_forward_kernel, flash.flash_problem(q, k, causal),
-                          flash.FLASH_SPACE,
-                          lambda c: flash.launch_flash_forward(q, k, v, o, lse, causal, c))
+    tuned = tuned_forward(q, k, v, causal)
     fns["Triton, tuned at level 1"] = lambda: flash.flash_forward(q, k, v, causal,
                                                                    config=tuned.config)[0]
     fns["cuDNN SDPA"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
-    pairs = batch * heads * (seq * (seq + 1) // 2 if causal else seq * seq)
+    pairs = score_pairs(batch, heads, seq, seq, causal)
     name = f"attention B{batch} H{heads} S{seq} D{head_dim}{' causal' if causal else ''} float16"
     return {"shape": [batch, heads, seq, head_dim], "causal": causal,
             **measure(name, fns, ref, flops=4 * head_dim * pairs, rep_ms=300)}
