@@ -27,6 +27,24 @@ def test_every_launch_of_a_wrapper_is_counted():
     assert (traffic.launches, traffic.loaded_bytes, traffic.stored_bytes) == (2, 800, 800)
 
 
+def test_tensor_descriptor_loads_count_as_pointer_loads_do(monkeypatch):
+    """A kernel cannot hide its traffic behind TMA: the general attention's decode step moves
+    the same bytes whether k and v come by descriptors or by pointers (reference/flash.py)."""
+    from tilegym_edu.reference import flash
+    from tilegym_edu.tune import Config
+
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, 1, 32, generator=generator).half()
+    k, v = (torch.randn(1, 2, 64, 32, generator=generator).half() for _ in "kv")
+    config = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+    counted = {}
+    for path, first_block_d in (("pointers", 1024), ("descriptors", 16)):
+        monkeypatch.setattr(flash, "DESCRIPTORS_FROM_BLOCK_D", first_block_d)
+        counted[path] = count_traffic(lambda: flash.flash_forward(q, k, v, True, config=config))
+    assert counted["descriptors"] == counted["pointers"]
+    assert counted["pointers"].loaded_bytes >= q.nbytes + k.nbytes + v.nbytes
+
+
 def test_naive_matmul_loads_a_row_and_a_column_per_output():
     a, b = torch.randn(5, 33), torch.randn(33, 7)
     traffic = count_traffic(naive_matmul, a, b)
