@@ -55,6 +55,11 @@ CUTILE_SUBMISSIONS = [
                         "rows = ct.arange(TILE_M, dtype=ct.int32)[:, None]")},
                loses=("test_flash_attention_correct",), reason="checks failed",
                details={"test_flash_attention_correct": ("causal=True",)}),
+    # cuBLAS does the work: every graded call of matmul is refused (the shortcut guard covers a
+    # cuTile lesson as it covers a Triton one), its speed cell included (ALSO_LOSES).
+    Submission("library_shortcut",
+               {MATMUL: ("    check_matmul_inputs(a, b)\n", "    return torch.matmul(a, b)\n")},
+               loses=("test_matmul_correct",), reason="LibraryShortcut"),
     # 16 x 16 x 16 tiles by default: correct everywhere, but each block reuses a loaded element
     # only 16 times, far too few to feed the tensor cores.
     Submission("matmul_with_tiny_tiles",
@@ -66,8 +71,10 @@ CUTILE_SUBMISSIONS = [
 
 #: cells a GPU submission loses besides its own: NaN padding also costs the persistent kernel its
 #: speed, 0.68x lesson 03's persistent Triton kernel on the H200 (run r of 2026-12-02), where the
-#: reference measured 1.05x with zero padding
-ALSO_LOSES = {"persistent_without_zero_padding": ("test_persistent_speed",)}
+#: reference measured 1.05x with zero padding; the library shortcut is refused in the speed cell
+#: too (not yet graded on a GPU: added after run r)
+ALSO_LOSES = {"persistent_without_zero_padding": ("test_persistent_speed",),
+              "library_shortcut": ("test_matmul_speed",)}
 
 #: graded on a GPU with cuTile (tests/gpu/test_lessons_gpu.py)
 GPU_SUBMISSIONS = [OnGpu(submission, also_loses=ALSO_LOSES.get(submission.name, ()))
