@@ -261,6 +261,18 @@ def kernel_source(kernel: object) -> str:
     return src if isinstance(src, str) else inspect.getsource(getattr(kernel, "fn", kernel))
 
 
+class KernelGroup:
+    """Several kernels tuned as one (a racing entry point's paths): its name, and the source of
+    every kernel it may run, which is what a cached result is keyed on."""
+
+    def __init__(self, name: str, kernels: Sequence[object]):
+        self.__name__, self.kernels = name, tuple(kernels)
+
+    @property
+    def src(self) -> str:
+        return "\n".join(kernel_source(k) for k in self.kernels)
+
+
 def kernel_name(kernel: object) -> str:
     """The function name of a @triton.jit kernel (or any function)."""
     return (getattr(kernel, "__name__", None)

@@ -32,7 +32,7 @@ from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, 
                                              persistent_matmul_kernel, pipelined_matmul,
                                              pipelined_matmul_kernel, tma_output, tma_problem)
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, SearchSpace, autotune, configs_from_rows, kernel_source
+from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
 
 @triton.jit
@@ -210,19 +210,9 @@ SHAPE_SPACE = SearchSpace(
     prune=shape_prune)
 
 
-class _ShapeKernels:
-    """What the tuner keys SHAPE_SPACE's results on: the source of every kernel a path runs."""
-
-    __name__ = "shape_matmul"
-
-    @property
-    def src(self) -> str:
-        return "\n".join(kernel_source(k) for k in (
-            pipelined_matmul_kernel, persistent_matmul_kernel, split_k_matmul_kernel,
-            split_k_reduce_kernel))
-
-
-SHAPE_KERNELS = _ShapeKernels()
+#: what the tuner keys SHAPE_SPACE's results on: the source of every kernel a path runs
+SHAPE_KERNELS = KernelGroup("shape_matmul", (pipelined_matmul_kernel, persistent_matmul_kernel,
+                                             split_k_matmul_kernel, split_k_reduce_kernel))
 
 
 def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
