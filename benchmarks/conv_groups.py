@@ -1,8 +1,9 @@
 """The convolution layers lesson 05's implicit GEMM serves badly, fp16 (or bf16) channels_last,
 on a GPU: stems (3 input channels), grouped (ResNeXt) and depthwise (MobileNet) layers, each
 against cuDNN in one process: cuDNN (F.conv2d) on channels_last and on NCHW inputs, lesson 05's
-conv2d (where it runs: one group), and reference/conv_groups.py's kernel for the layer (packed
-implicit GEMM, or depthwise) at its default and tuned at level 1. TFLOP/s count 2·N·K·P·Q·
+conv2d (where it runs: one group), and the course's kernel for the layer (reference/conv_stem.py
+for a stem, with the packed implicit GEMM it replaced beside it; conv_groups.py's packed or
+depthwise kernel for the others) at its default and tuned at level 1. TFLOP/s count 2·N·K·P·Q·
 (C / groups)·R·S; GB/s count x, w and y once (what bounds a depthwise layer). Prints tables;
 writes JSON with --out. float16 unless --dtype bfloat16.
 
@@ -19,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from tilegym_edu import bench, tune
-from tilegym_edu.reference import conv_groups
+from tilegym_edu.reference import conv_groups, conv_stem
 from tilegym_edu.reference import convolution as conv
 
 from record import finish, header, options, write
@@ -41,13 +42,22 @@ def channels_last(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous(memory_format=torch.channels_last)
 
 
+def packed(x: torch.Tensor, w: torch.Tensor, stride: int, padding: int, groups: int):
+    """(kernel, space, launch(config)) of the packed implicit GEMM (lesson 05's Exercise 4)."""
+    return (conv_groups.packed_conv2d_kernel, conv_groups.PACKED_SPACE,
+            lambda c: conv_groups.packed_conv2d(x, w, stride, padding, 1, groups, c))
+
+
 def ours(x: torch.Tensor, w: torch.Tensor, stride: int, padding: int, groups: int):
-    """(kernel, space, launch(config)) of the conv_groups kernel for this layer."""
+    """(kernel, space, launch(config)) of the course's kernel for this layer: depthwise, the
+    stem kernel (reference/conv_stem.py) for few channels, else the packed implicit GEMM."""
     if groups == x.shape[1] and w.shape[1] == 1:
         return (conv_groups.depthwise_conv2d_kernel, conv_groups.DEPTHWISE_SPACE,
                 lambda c: conv_groups.depthwise_conv2d(x, w, stride, padding, 1, c))
-    return (conv_groups.packed_conv2d_kernel, conv_groups.PACKED_SPACE,
-            lambda c: conv_groups.packed_conv2d(x, w, stride, padding, 1, groups, c))
+    if groups == 1 and x.shape[1] <= conv_stem.MAX_STEM_CHANNELS:
+        return (conv_stem.stem_conv2d_kernel, conv_stem.STEM_SPACE,
+                lambda c: conv_stem.launch_stem_conv2d(x, w, stride, padding, c))
+    return packed(x, w, stride, padding, groups)
 
 
 def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
@@ -69,6 +79,10 @@ def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
            "reference tuned": lambda: launch(result.config)}
     if groups == 1:
         fns["lesson 05 conv2d, tuned"] = lambda: conv.conv2d(x, w, stride, padding, level=1)
+    if kernel is conv_stem.stem_conv2d_kernel:          # the stem's kernel before conv_stem
+        packed_kernel, packed_space, packed_launch = packed(x, w, stride, padding, groups)
+        packed_config = tune.autotune(packed_kernel, problem, packed_space, packed_launch).config
+        fns["packed tuned"] = lambda: packed_launch(packed_config)
     expected = F.conv2d(x.float(), w.float(), stride=stride, padding=padding, groups=groups)
     errors = {n: ((fn().float() - expected).norm() / expected.norm()).item()
               for n, fn in fns.items()}

@@ -2,16 +2,15 @@
 cuDNN and the course's kernel for the layer (reference/conv_groups.py, tuned at level 1), fp16
 channels_last, every side a CUDA graph:
 
-* ``stem rows``, for a stem (3 input channels, 7x7 filters, stride 2): the input is first copied
-  into a buffer padded in space (so no load needs a mask) and to 4 channels, so that one filter
-  row's 7 pixels x 4 channels are 28 adjacent elements of one input row. The reduction then
-  walks the R filter rows, each one step of 32 elements (the 28, and the next pixel's 4 whose
-  filter entries are zero): a whole, unmasked, contiguous load per output row, where the packed
-  kernel gathers 147 scattered (r, s, c) elements with a bounds check each. The copy and the
-  padded filters are timed with it.
+* ``stem rows``, for a stem (3 input channels, 7x7 filters, stride 2): the input copied into a
+  buffer padded in space and to 4 channels, so one filter row's 7 pixels x 4 channels are 28
+  adjacent elements, read unmasked as one step of 32 (reference/conv_stem.py, which it became
+  after run 1 of 2026-12-02 measured it at 1.06-1.08x cuDNN). The copies are timed with it.
 * ``flat depthwise``: the depthwise output seen as one flat run of N·P·Q·C elements; a program
   takes BLOCK of them, so every load is a contiguous run across pixels and channels, whatever C
-  is (144 channels are 9 blocks of 16 in the 2-D kernel, 2.25 of 64).
+  is (144 channels are 9 blocks of 16 in the 2-D kernel, 2.25 of 64). Measured slower than the
+  2-D kernel on every layer (0.37-0.81x cuDNN against 0.68-1.06x): one weight gather per
+  element, and no 16-byte vectors, cost more than the whole lanes gain.
 
 Each variant runs on a few configurations; its best is timed. A variant that is wrong against
 float32 PyTorch is recorded so. Prints tables; writes JSON with --out.
@@ -32,56 +31,8 @@ import triton.language as tl
 from conv_groups import LAYERS, channels_last, ours
 from record import finish, header, options, write
 from tilegym_edu import bench, tune
+from tilegym_edu.reference import conv_stem
 from tilegym_edu.reference import convolution as conv
-from tilegym_edu.tiles import grouped_tile
-
-
-@triton.jit
-def stem_rows_kernel(xp_ptr, wp_ptr, y_ptr, M, K, P, Q, Hp, Wp, R, STRIDE_H, STRIDE_W,
-                     CP: tl.constexpr, ROW: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """y (M = N·P·Q, K) = conv of the padded input xp (N, Hp, Wp, CP), contiguous, with the
-    padded filters wp (K, R, ROW): step r loads, for each output row, the ROW adjacent elements
-    of xp starting at pixel (p·STRIDE_H + r, q·STRIDE_W), channel 0."""
-    pid = tl.program_id(0)
-    pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(K, BLOCK_N), GROUP_M)
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % K
-    offs_k = tl.arange(0, ROW)
-    n = offs_m // (P * Q)
-    p = (offs_m // Q) % P
-    q = offs_m % Q
-    rows = xp_ptr + ((n * Hp + p * STRIDE_H) * Wp + q * STRIDE_W) * CP
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for r in tl.range(0, R):
-        a = tl.load(rows[:, None] + r * Wp * CP + offs_k[None, :])
-        b = tl.load(wp_ptr + offs_n[None, :] * (R * ROW) + r * ROW + offs_k[:, None])
-        acc = tl.dot(a, b, acc)
-    ym = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    yn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.store(y_ptr + ym[:, None] * K + yn[None, :], acc.to(y_ptr.dtype.element_ty),
-             mask=(ym[:, None] < M) & (yn[None, :] < K))
-
-
-def stem_rows_conv2d(x, w, stride, padding, config):
-    """The stem idea, copies included: xp padded in space and to CP channels (wide enough that
-    the last output's ROW elements stay inside), wp the filters padded to ROW per filter row."""
-    N, C, H, W = x.shape
-    K, _, R, S = w.shape
-    P, Q = conv.check_conv_inputs(x, w, stride, padding)
-    CP = triton.next_power_of_2(C)
-    ROW = triton.next_power_of_2(S * CP)
-    Hp = H + 2 * padding
-    Wp = max(W + 2 * padding, (Q - 1) * stride + ROW // CP)
-    xp = torch.zeros((N, Hp, Wp, CP), device=x.device, dtype=x.dtype)
-    xp[:, padding:padding + H, padding:padding + W, :C] = x.permute(0, 2, 3, 1)
-    wp = torch.zeros((K, R, ROW), device=x.device, dtype=x.dtype)
-    wp.view(K, R, ROW // CP, CP)[:, :, :S, :C] = w.permute(0, 2, 3, 1)
-    y = conv.new_output(x, K, P, Q)
-    grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(K, config["BLOCK_N"]),)
-    stem_rows_kernel[grid](xp, wp, y, N * P * Q, K, P, Q, Hp, Wp, R, stride, stride, CP=CP,
-                           ROW=ROW, **config)
-    return y
 
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R"])
@@ -125,11 +76,7 @@ def flat_depthwise_conv2d(x, w, stride, padding, config):
     return y
 
 
-STEM_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=64, GROUP_M=8, num_warps=4, num_stages=3),
-                dict(BLOCK_M=256, BLOCK_N=64, GROUP_M=8, num_warps=8, num_stages=3),
-                dict(BLOCK_M=128, BLOCK_N=64, GROUP_M=8, num_warps=4, num_stages=2),
-                dict(BLOCK_M=64, BLOCK_N=64, GROUP_M=8, num_warps=4, num_stages=3),
-                dict(BLOCK_M=128, BLOCK_N=32, GROUP_M=8, num_warps=4, num_stages=3)]
+STEM_CONFIGS = conv_stem.STEM_SPACE.configs(1)
 FLAT_CONFIGS = [dict(BLOCK=b, num_warps=nw, num_stages=1)
                 for b, nw in ((512, 4), (1024, 4), (2048, 8), (4096, 8), (1024, 8))]
 
@@ -165,7 +112,7 @@ def compare_layer(layer) -> dict:
     tuned = tune.autotune(kernel, problem, space, launch, level=1)
     expected = F.conv2d(x.float(), w.float(), stride=stride, padding=padding, groups=groups)
     if groups == 1:
-        idea, run, configs = "stem rows", stem_rows_conv2d, STEM_CONFIGS
+        idea, run, configs = "stem rows", conv_stem.launch_stem_conv2d, STEM_CONFIGS
     else:
         idea, run, configs = "flat depthwise", flat_depthwise_conv2d, FLAT_CONFIGS
     best, outcomes = best_of(lambda c: run(x, w, stride, padding, c), configs, expected)

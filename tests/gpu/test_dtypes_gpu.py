@@ -1,8 +1,8 @@
 """The reference convolutions and shape_matmul in float16 and bfloat16 on a GPU, against float64:
 Triton's interpreter cannot check bfloat16 (its tl.dot multiplies bfloat16 operands as raw
 bits, triton-lang/triton#11584, which upstream closed as unsupported), so these run here only.
-Odd sizes and every path: lesson 05's implicit GEMM, the persistent descriptor kernel (gathered
-and, for a 1x1 layer, read as a matrix) and shape_conv2d's race, the packed kernel on a stem, on one GEMM
+Odd sizes and every path: lesson 05's implicit GEMM, the persistent 1x1 kernel and shape_conv2d's
+race, the stem kernel, the packed kernel on a stem, on one GEMM
 per group and on blocks of groups, the depthwise kernel, and shape_matmul's padded and split-K
 paths."""
 import pytest
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.test_conv_groups import inputs as cpu_inputs
-from tilegym_edu.reference import conv_groups, conv_persistent, convolution, split_k
+from tilegym_edu.reference import conv_groups, conv_persistent, conv_stem, convolution, split_k
 
 DTYPES = [torch.float16, torch.bfloat16]
 #: relative to the largest element of the float64 result: one rounding of the output (bf16 keeps
@@ -38,16 +38,26 @@ def test_implicit_gemm_conv2d(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layer", [
-    (2, 40, 15, 13, 48, 3, 2, 1),        # 40 channels: filter blocks run into the next tap
-    (2, 64, 9, 11, 72, 1, 1, 0),         # 1x1: the input through a descriptor too
-], ids=["3x3-strided", "1x1"])
-def test_persistent_conv2d(layer, dtype):
+def test_persistent_1x1_conv2d(dtype):
+    x, w = inputs(2, 72, 9, 11, 40, 72, 1, 1, dtype)     # 72 channels: a block half past C
+    assert_close_to_float64(conv_persistent.persistent_conv2d(x, w), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layer", [(2, 40, 15, 13, 48, 3, 2, 1), (2, 64, 9, 11, 72, 1, 1, 0)],
+                         ids=["3x3-strided", "1x1"])
+def test_shape_conv2d(layer, dtype):
     N, C, H, W, K, R, stride, padding = layer
     x, w = inputs(N, C, H, W, K, C, R, R, dtype)
-    for y in (conv_persistent.persistent_conv2d(x, w, stride, padding),
-              conv_persistent.shape_conv2d(x, w, stride, padding)):
-        assert_close_to_float64(y, x, w, dtype, stride=stride, padding=padding)
+    y = conv_persistent.shape_conv2d(x, w, stride, padding)
+    assert_close_to_float64(y, x, w, dtype, stride=stride, padding=padding)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stem_conv2d(dtype):
+    x, w = inputs(2, 3, 31, 29, 64, 3, 7, 7, dtype)
+    assert_close_to_float64(conv_stem.stem_conv2d(x, w, 2, 3, level=1), x, w, dtype, stride=2,
+                            padding=3)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

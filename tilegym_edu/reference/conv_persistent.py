@@ -1,30 +1,25 @@
-"""Convolution at the vendor's speed on the layers where lesson 05's implicit GEMM falls behind:
-a persistent implicit GEMM whose filters and output move through tensor descriptors (TMA), and
-one tuned entry point that races it against lesson 05's kernel per layer.
+"""1x1 convolutions at cuDNN's speed: a persistent kernel whose input, filters and output all
+move through tensor descriptors (TMA), and one tuned entry point, :func:`shape_conv2d`, that
+races it against lesson 05's implicit GEMM per layer.
 
-Why persistent: lesson 05's kernel runs one program per output tile. A ResNet layer's GEMM has
-a short reduction (R·S·C: 576 to 2304 for 3x3 layers, just C = 64 for a 1x1 layer), so each
-program spends a large share of its life filling its pipeline and storing its tile, while the
-tensor cores wait. Here one program per SM walks over tiles pid, pid + NUM_PROGRAMS, ... and,
-with FLATTEN, the compiler pipelines the tile loop and the reduction as one: the next tile's
-first loads overlap this tile's epilogue (lesson 03's persistent matmul, applied to
-convolution; at K = 64 it took the matmul from 0.68 to 1.00 of cuBLAS on the H200).
+Why: a 1x1 convolution of stride 1 without padding is a plain matrix product. Its input *is*
+the (N·H·W, C) matrix (channels_last), its filters the (K, C) one, and y = x @ w^T. Its
+reduction is short (C = 64 to 1024), so a kernel with one program per output tile spends much
+of each program's life filling its pipeline and storing its tile. Lesson 03's answer is a
+persistent kernel: one program per SM walks tiles pid, pid + NUM_PROGRAMS, ..., and with
+FLATTEN the compiler pipelines the tile loop and the reduction as one, so the next tile's loads
+overlap this tile's epilogue. On the H200 (docs/results/h200-2026-12-02-conv-shapes.md) it
+ran ResNet-50's 1x1 layers at 56x56 at 0.97-0.98 of cuDNN, where lesson 05's kernel managed
+0.69-0.91.
 
-What goes through descriptors: the filters, read as the (K, R·S·C) matrix of
-:func:`~tilegym_edu.reference.convolution.filters_as_matrix` in BLOCK_N x BLOCK_K blocks, and
-the output, the (N·P·Q, K) matrix of y, stored in BLOCK_M x BLOCK_N blocks. A block of
-filters at channel block cb of tap rs may run past the tap's C channels into the next tap's
-(when C is not a multiple of BLOCK_K); those columns meet zeros in the input tile, which is
-masked to c < C, and add nothing. Input tiles are gathered with pointers as in lesson 05 (an
-output row's input pixel moves with the tap, and the padding reads zeros), except for a 1x1
-convolution of stride 1 without padding, whose input *is* the (N·H·W, C) matrix: it moves
-through a descriptor too (A_DESC).
+Only 1x1 layers: a first version also gathered the input tiles of 3x3, strided and odd layers
+with pointers inside the persistent loop. It lost to lesson 05's kernel on every one of them
+(0.33-0.71 of cuDNN against 0.59-1.25), so those layers keep lesson 05's kernel.
 
 Shapes and names as in `convolution`: x (N, C, H, W) and w (K, C, R, S) channels_last, y
-(N, K, P, Q) channels_last; float16, bfloat16 or float32; no groups. Descriptors need rows of a
-multiple of 16 bytes: :func:`descriptor_problem` says when a layer cannot have them (the
-3-channel stem: rows of 7·7·3 = 147 elements), and :func:`shape_conv2d` then races lesson 05's
-kernel alone.
+(N, K, P, Q) channels_last; float16, bfloat16 or float32; no groups. :func:`descriptor_problem`
+says why a layer cannot take the persistent path, and :func:`shape_conv2d` then runs lesson
+05's kernel alone.
 """
 from __future__ import annotations
 
@@ -41,54 +36,26 @@ from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
 
-@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
-                               "PAD_H", "PAD_W", "DIL_H", "DIL_W"])
-def persistent_conv2d_kernel(x_ptr, a_desc, w_desc, y_desc, N, H, W, C, K, P, Q, R,
-                             S: tl.constexpr, STRIDE_H, STRIDE_W, PAD_H, PAD_W, DIL_H, DIL_W,
-                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                             NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr,
-                             A_DESC: tl.constexpr):
-    """y = conv2d(x, w) as the implicit GEMM (N·P·Q, R·S·C) @ (R·S·C, K), NUM_PROGRAMS
-    programs each walking output tiles pid, pid + NUM_PROGRAMS, ... in grouped order. The
-    reduction is one flat loop over (r, s, channel block) as in lesson 05's kernel. w_desc is
-    the (K, R·S·C) filter matrix in BLOCK_N x BLOCK_K blocks, y_desc the (N·P·Q, K) output in
-    BLOCK_M x BLOCK_N blocks (rows past the edge are dropped by the hardware). With A_DESC (a
-    1x1 convolution of stride 1 without padding) a_desc is the (N·H·W, C) input matrix in
-    BLOCK_M x BLOCK_K blocks and x_ptr is not read; otherwise input tiles are gathered from
-    x_ptr, zeros in the padding, and a_desc is not read."""
+@triton.jit(do_not_specialize=["M"])
+def persistent_conv2d_kernel(a_desc, w_desc, y_desc, M, C, K, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+                             FLATTEN: tl.constexpr):
+    """y = x @ w^T for a 1x1 convolution of stride 1 without padding: a_desc is the (M = N·H·W,
+    C) input matrix in BLOCK_M x BLOCK_K blocks, w_desc the (K, C) filter matrix in BLOCK_N x
+    BLOCK_K blocks, y_desc the (M, K) output in BLOCK_M x BLOCK_N blocks. NUM_PROGRAMS programs
+    each walk output tiles pid, pid + NUM_PROGRAMS, ... in grouped order; loads past an edge
+    read zeros and stores past it are dropped by the hardware, so there are no masks."""
     pid = tl.program_id(0)
-    M = N * P * Q
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(K, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    c_blocks = tl.cdiv(C, BLOCK_K)
-    offs_k = tl.arange(0, BLOCK_K)
     for tile in tl.range(pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-        n = offs_m // (P * Q)
-        p = (offs_m // Q) % P
-        q = offs_m % Q
-        h0 = p * STRIDE_H - PAD_H
-        w0 = q * STRIDE_W - PAD_W
-        x_rows = x_ptr + ((n * H + h0) * W + w0) * C
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in range(0, R * S * c_blocks):
-            rs = i // c_blocks
-            c0 = (i % c_blocks) * BLOCK_K
-            if A_DESC:
-                a = a_desc.load([pid_m * BLOCK_M, c0])
-            else:
-                r = rs // S
-                s = rs % S
-                c = c0 + offs_k
-                h = h0 + r * DIL_H
-                w = w0 + s * DIL_W
-                row_ok = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-                a = tl.load(x_rows[:, None] + (r * DIL_H * W + s * DIL_W) * C + c[None, :],
-                            mask=row_ok[:, None] & (c[None, :] < C), other=0.0)
-            b = w_desc.load([pid_n * BLOCK_N, rs * C + c0])
+        for c0 in range(0, C, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, c0])
+            b = w_desc.load([pid_n * BLOCK_N, c0])
             acc = tl.dot(a, b.T, acc)
         y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_desc.dtype))
 
@@ -115,50 +82,40 @@ PERSISTENT_CONV_SPACE = SearchSpace(
     prune=matmul_prune, cap=80)
 
 
-def descriptor_problem(x: torch.Tensor, w: torch.Tensor) -> str:
-    """Why the persistent kernel cannot read w and write y through descriptors ("" when it
-    can): the filter matrix's rows (R·S·C elements) and the output's (K) must be multiples of
-    16 bytes."""
-    K, C, R, S = w.shape
-    for what, elements in (("the filter matrix's rows (R·S·C)", R * S * C),
-                           ("the output's rows (K)", K)):
-        if elements * x.element_size() % 16:
-            return (f"{what} hold {elements} elements, {elements * x.element_size()} bytes: "
-                    "tensor descriptors need multiples of 16 bytes")
-    return ""
-
-
-def reads_input_as_matrix(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,
-                          dilation: Pair) -> bool:
-    """True for a 1x1 convolution of stride 1 without padding, whose input is the (N·H·W, C)
-    matrix itself, when its rows are a multiple of 16 bytes (a descriptor can read it)."""
+def descriptor_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
+                       dilation: Pair = 1) -> str:
+    """Why the persistent kernel cannot run this layer ("" when it can): it takes 1x1 layers of
+    stride 1 without padding, whose input is a matrix, with rows of input and output channels
+    (C and K elements) a multiple of 16 bytes, as tensor descriptors need."""
     (sh, sw), (ph, pw), _ = geometry(stride, padding, dilation)
-    return (w.shape[2] == w.shape[3] == 1 and (sh, sw) == (1, 1) and (ph, pw) == (0, 0)
-            and x.shape[1] * x.element_size() % 16 == 0)
+    K, C, R, S = w.shape
+    if (R, S, sh, sw, ph, pw) != (1, 1, 1, 1, 0, 0):
+        return (f"a {R}x{S} layer of stride {(sh, sw)} and padding {(ph, pw)} is not a matrix "
+                "product of its input (only 1x1, stride 1, no padding is)")
+    for what, elements in (("input channels (C)", C), ("output channels (K)", K)):
+        if elements * x.element_size() % 16:
+            return (f"rows of {elements} {what} are {elements * x.element_size()} bytes: tensor "
+                    "descriptors need multiples of 16")
+    return ""
 
 
 def launch_persistent_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                              padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """Run persistent_conv2d_kernel with ``config`` (every launch option) into the
     preallocated channels_last y, one program per SM; return y. The layer must pass
-    :func:`descriptor_problem`."""
+    :func:`descriptor_problem` (stride, padding and dilation are there for the paths'
+    common signature)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
-    K, _, R, S = w.shape
-    P, Q = y.shape[2], y.shape[3]
+    K = w.shape[0]
+    M = N * H * W
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    a_desc = TensorDescriptor.from_tensor(x.permute(0, 2, 3, 1).reshape(M, C), [bm, bk])
     w_desc = TensorDescriptor.from_tensor(filters_as_matrix(w), [bn, bk])
-    y_desc = TensorDescriptor.from_tensor(y.permute(0, 2, 3, 1).reshape(N * P * Q, K), [bm, bn])
-    a_desc = w_desc   # a placeholder the kernel does not read, unless the input is a matrix
-    as_matrix = reads_input_as_matrix(x, w, stride, padding, dilation)
-    if as_matrix:
-        a_desc = TensorDescriptor.from_tensor(x.permute(0, 2, 3, 1).reshape(N * H * W, C),
-                                              [bm, bk])
-    programs = persistent_grid_size(triton.cdiv(N * P * Q, bm) * triton.cdiv(K, bn))
-    persistent_conv2d_kernel[(programs,)](x, a_desc, w_desc, y_desc, N, H, W, C, K, P, Q, R, S,
-                                          sh, sw, ph, pw, dh, dw, NUM_PROGRAMS=programs,
-                                          A_DESC=as_matrix, **config)
+    y_desc = TensorDescriptor.from_tensor(y.permute(0, 2, 3, 1).reshape(M, K), [bm, bn])
+    programs = persistent_grid_size(triton.cdiv(M, bm) * triton.cdiv(K, bn))
+    persistent_conv2d_kernel[(programs,)](a_desc, w_desc, y_desc, M, C, K,
+                                          NUM_PROGRAMS=programs, **config)
     return y
 
 
@@ -169,7 +126,7 @@ def persistent_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
     PERSISTENT_CONV_DEFAULT. ValueError with what to change when descriptors cannot serve the
     layer (descriptor_problem) or the inputs are not what lesson 05's kernel takes."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
-    problem = descriptor_problem(x, w)
+    problem = descriptor_problem(x, w, stride, padding, dilation)
     if problem:
         raise ValueError(f"{problem}; use convolution.conv2d (pointer loads) for this layer")
     y = new_output(x, w.shape[0], P, Q)
@@ -215,20 +172,22 @@ def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: 
                        dilation: Pair) -> dict[str, object]:
     """lesson 05's problem, and why descriptors cannot serve the layer ("" when they can)."""
     return {**conv_problem(x, w, stride, padding, dilation),
-            "descriptors": descriptor_problem(x, w)}
+            "descriptors": descriptor_problem(x, w, stride, padding, dilation)}
 
 
 @forbidden_in_graded_calls
 def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                  dilation: Pair = 1, level: int = 1) -> torch.Tensor:
     """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel and the persistent one the
-    tuner found fastest for this layer (once per layer, then cached with its PATH)."""
+    tuner found fastest for this layer (once per layer, then cached with its PATH). Layers
+    faster than tune.TUNE_ABOVE_MS are raced too: the race is what this entry point is for,
+    and a 1x1 layer of 14x14 pixels runs in about 12 µs."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     y = new_output(x, w.shape[0], P, Q)
     result = autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
                       SHAPE_CONV_SPACE,
                       lambda c: run_conv_path(x, w, y, stride, padding, dilation, c),
-                      level=level, progress=False)
+                      level=level, progress=False, min_ms=0)
     return run_conv_path(x, w, y, stride, padding, dilation, result.config)
 
 
