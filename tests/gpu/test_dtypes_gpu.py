@@ -1,8 +1,8 @@
 """The reference convolutions and shape_matmul in float16 and bfloat16 on a GPU, against float64:
 Triton's interpreter cannot check bfloat16 (its tl.dot multiplies bfloat16 operands as raw
 bits, triton-lang/triton#11584, which upstream closed as unsupported), so these run here only.
-Odd sizes and every path: lesson 05's implicit GEMM, the persistent 1x1 kernel and shape_conv2d's
-race, the stem kernel, the packed kernel on a stem, on one GEMM
+Odd sizes and every path: lesson 05's implicit GEMM, its split-K form, the persistent 1x1 kernel and
+shape_conv2d's race, the stem kernel, the packed kernel on a stem, on one GEMM
 per group and on blocks of groups, the depthwise kernel, and shape_matmul's padded and split-K
 paths."""
 import pytest
@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from tests.test_conv_groups import inputs as cpu_inputs
-from tilegym_edu.reference import conv_groups, conv_persistent, conv_stem, convolution, split_k
+from tilegym_edu.reference import (conv_groups, conv_persistent, conv_split_k, conv_stem,
+                                   convolution, split_k)
 
 DTYPES = [torch.float16, torch.bfloat16]
 #: relative to the largest element of the float64 result: one rounding of the output (bf16 keeps
@@ -51,6 +52,13 @@ def test_shape_conv2d(layer, dtype):
     x, w = inputs(N, C, H, W, K, C, R, R, dtype)
     y = conv_persistent.shape_conv2d(x, w, stride, padding)
     assert_close_to_float64(y, x, w, dtype, stride=stride, padding=padding)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_split_k_conv2d(dtype):
+    x, w = inputs(2, 72, 7, 7, 40, 72, 3, 3, dtype)
+    y = conv_split_k.split_k_conv2d(x, w, 1, 1, 1, {"SPLIT_K": 3})
+    assert_close_to_float64(y, x, w, dtype, padding=1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,6 +1,6 @@
 """1x1 convolutions at cuDNN's speed: a persistent kernel whose input, filters and output all
 move through tensor descriptors (TMA), and one tuned entry point, :func:`shape_conv2d`, that
-races it against lesson 05's implicit GEMM per layer.
+races it, lesson 05's implicit GEMM and its split-K form (`conv_split_k`) per layer.
 
 Why: a 1x1 convolution of stride 1 without padding is a plain matrix product. Its input *is*
 the (N·H·W, C) matrix (channels_last), its filters the (K, C) one, and y = x @ w^T. Its
@@ -31,7 +31,10 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import (CONV_SPACE, Pair, check_conv_inputs, conv2d_kernel,
                                                conv_problem, filters_as_matrix, geometry,
                                                launch_conv2d, new_output)
+from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split_k_conv2d,
+                                                split_k_conv2d_kernel)
 from tilegym_edu.reference.pipelined import matmul_prune, persistent_grid_size
+from tilegym_edu.reference.split_k import split_k_reduce_kernel
 from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
@@ -136,7 +139,11 @@ def persistent_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
 
 #: the ways to run a convolution here, each with its search space; a configuration of
 #: SHAPE_CONV_SPACE names its way in PATH
-CONV_PATHS = {"lesson05": CONV_SPACE, "persistent": PERSISTENT_CONV_SPACE}
+CONV_PATHS = {"lesson05": CONV_SPACE, "persistent": PERSISTENT_CONV_SPACE,
+              "split_k": SPLIT_K_CONV_SPACE}
+#: how each path runs: launch(x, w, y, stride, padding, dilation, options) -> y
+LAUNCHES = {"lesson05": launch_conv2d, "persistent": launch_persistent_conv2d,
+            "split_k": launch_split_k_conv2d}
 
 
 def shape_conv_prune(config, problem, resources) -> str | None:
@@ -148,7 +155,7 @@ def shape_conv_prune(config, problem, resources) -> str | None:
     return CONV_PATHS[config["PATH"]].prune(own, problem, resources)
 
 
-#: both paths' level-1 candidates in one space: the tuner races them per layer and caches the
+#: every path's level-1 candidates in one space: the tuner races them per layer and caches the
 #: winner, PATH included; level 0 (and the interpreter) runs lesson 05's default
 SHAPE_CONV_SPACE = SearchSpace(
     default=Config(**CONV_SPACE.default, PATH="lesson05"),
@@ -157,15 +164,15 @@ SHAPE_CONV_SPACE = SearchSpace(
     prune=shape_conv_prune)
 
 #: what the tuner keys SHAPE_CONV_SPACE's results on: the source of both kernels
-SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv2d_kernel))
+SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv2d_kernel,
+                                                  split_k_conv2d_kernel, split_k_reduce_kernel))
 
 
 def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                   padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """y = conv2d(x, w) into y on the path config["PATH"] names, the rest of it as options."""
     options = {k: v for k, v in config.items() if k != "PATH"}
-    launch = launch_persistent_conv2d if config["PATH"] == "persistent" else launch_conv2d
-    return launch(x, w, y, stride, padding, dilation, options)
+    return LAUNCHES[config["PATH"]](x, w, y, stride, padding, dilation, options)
 
 
 def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,
@@ -178,10 +185,10 @@ def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: 
 @forbidden_in_graded_calls
 def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                  dilation: Pair = 1, level: int = 1) -> torch.Tensor:
-    """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel and the persistent one the
-    tuner found fastest for this layer (once per layer, then cached with its PATH). Layers
-    faster than tune.TUNE_ABOVE_MS are raced too: the race is what this entry point is for,
-    and a 1x1 layer of 14x14 pixels runs in about 12 µs."""
+    """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel, the persistent 1x1 one and
+    split-K the tuner found fastest for this layer (once per layer, then cached with its
+    PATH). Layers faster than tune.TUNE_ABOVE_MS are raced too: the race is what this entry
+    point is for, and a 1x1 layer of 14x14 pixels runs in about 12 µs."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     y = new_output(x, w.shape[0], P, Q)
     result = autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
