@@ -8,11 +8,13 @@
   against the model in float32, and each version's GPU time split by operation (torch.profiler);
 * the same model decoding: one step of one new token per sequence over a KV cache of a given
   length, each version replayed as a CUDA graph (as serving engines run decoding, so that the
-  GPU's work is timed and not Python's), in tokens/s, and the logits' error against float32.
+  GPU's work is timed and not Python's), in tokens/s, the logits' error against float32, and
+  where a step's GPU time goes (by operation, and each version's kernels).
 
-Prints tables; writes JSON with --out.
+Prints tables; writes JSON with --out. --parts picks what runs (all three by default).
 
     python benchmarks/capstone.py --out capstone.json
+    python benchmarks/capstone.py --parts decode
 """
 from __future__ import annotations
 
@@ -149,7 +151,16 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
     results = bench.compare(versions, graph_below_ms=math.inf, rep_ms=2000)
     print(f"== decode, batch {batch}, one new token after {context} cached")
     bench.print_table(results, baseline="PyTorch eager")
+    by_op = {name: gpu_ms_by_op(llama.repeatable_decode_step(model, profiled(ops), prompt,
+                                                             context))
+             for name, ops in (("PyTorch eager", llama.TORCH_OPS), ("reference kernels", kernels))}
+    for name, split in by_op.items():
+        print(f"{name}: GPU ms by operation " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()))
+    tables = {name: kernel_table(run, rows=14) for name, run in versions.items()}
+    for name, table in tables.items():
+        print(f"-- {name}: kernels, 3 steps\n{table}")
     return {"batch": batch, "context": context, "rel_error_vs_float32": errors,
+            "gpu_ms_by_op": by_op, "kernel_tables": tables,
             "results": {m.name: {"median_ms": m.median_ms,
                                  "tokens_per_s": batch / m.median_ms * 1e3, "runs": m.runs,
                                  "cuda_graph": m.cuda_graph, "sm_clock_mhz": m.sm_clock_mhz}
@@ -157,10 +168,17 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
-    record = {**header(), "fused_kernels": fused_kernels(),
-              "prefill": [prefill(batch, seq) for batch, seq in PROMPTS],
-              "decode": [decode(batch, context) for batch, context in DECODES]}
+    parts = ("fused", "prefill", "decode")
+    parser = options(__doc__)
+    parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
+    args = parser.parse_args()
+    record = header()
+    if "fused" in args.parts:
+        record["fused_kernels"] = fused_kernels()
+    if "prefill" in args.parts:
+        record["prefill"] = [prefill(batch, seq) for batch, seq in PROMPTS]
+    if "decode" in args.parts:
+        record["decode"] = [decode(batch, context) for batch, context in DECODES]
     finish(record, args.out)
 
 

@@ -1,19 +1,33 @@
-"""Two ideas for the convolution layers still below issue 19's bar on the H200, measured against
-cuDNN and the course's kernel for the layer (reference/conv_groups.py, tuned at level 1), fp16
-channels_last, every side a CUDA graph:
+"""Ideas for the convolution layers still below issue 19's bar on the H200, measured against
+cuDNN and the course's kernel for the layer (tuned at level 1), fp16 channels_last, every side a
+CUDA graph:
 
-* ``stem rows``, for a stem (3 input channels, 7x7 filters, stride 2): the input copied into a
-  buffer padded in space and to 4 channels, so one filter row's 7 pixels x 4 channels are 28
-  adjacent elements, read unmasked as one step of 32 (reference/conv_stem.py, which it became
-  after run 1 of 2026-12-02 measured it at 1.06-1.08x cuDNN). The copies are timed with it.
-* ``flat depthwise``: the depthwise output seen as one flat run of N·P·Q·C elements; a program
-  takes BLOCK of them, so every load is a contiguous run across pixels and channels, whatever C
-  is (144 channels are 9 blocks of 16 in the 2-D kernel, 2.25 of 64). Measured slower than the
-  2-D kernel on every layer (0.37-0.81x cuDNN against 0.68-1.06x): one weight gather per
-  element, and no 16-byte vectors, cost more than the whole lanes gain.
+* ``depthwise, channels fastest``: the depthwise kernel of reference/conv_groups.py with a 1-D
+  grid whose program ids take the channel blocks of one block of pixels first, then the next
+  pixels. The 2-D grid runs every block of pixels for channels 0-15 before any for channels
+  16-31, so at C = 144 each of the 9 passes over the input reads 32 bytes of every 288-byte
+  pixel row; in this order the programs that run together read whole rows.
 
-Each variant runs on a few configurations; its best is timed. A variant that is wrong against
-float32 PyTorch is recorded so. Prints tables; writes JSON with --out.
+Ideas measured here before and dropped or kept (records in docs/results/):
+
+* ``stem rows`` (run u of 2026-12-02): the stem's input padded in space and to 4 channels,
+  1.06-1.08x cuDNN; it became reference/conv_stem.py.
+* ``flat depthwise`` (run u): one flat run of N·P·Q·C elements a program; slower than the 2-D
+  kernel on every layer (0.37-0.81x cuDNN against 0.68-1.06x) and dropped.
+* ``box`` (run w, h200-2026-12-02-conv-box.json): lesson 05's implicit GEMM with each tap's input
+  tile one TMA box of x, a 5-D descriptor over the (N, H / sh, sh, W / sw, sw·C) view with the
+  tile BOX_N images x BOX_P x BOX_Q pixels, the padding the hardware's zero fill, persistent
+  like the 1x1 kernel, raced in shape_conv2d. Right everywhere (2.1e-4 in fp16), slower than
+  lesson 05's kernel on every one-group layer of the suite: 0.43-0.73x cuDNN on ResNet-50's 3x3
+  layers (lesson 05: 0.60-0.95), 0.65-0.87 on 1x1, 0.57-0.84 strided, 0.45-0.68 on odd kernels.
+  Its Triton IR says why: the 5-D tile, reshaped to (BLOCK_M, BLOCK_K) for tl.dot, goes from
+  shared memory into registers and through two layout conversions before each wgmma, which then
+  takes A from registers in two halves of K with a wait between; a 2-D tile would feed the
+  tensor cores straight from shared memory. Dropped.
+
+Each variant runs on the depthwise search space's level-1 configurations; its best is timed. A
+variant that is wrong against float32 PyTorch is recorded so. Prints tables; writes JSON with
+--out.
 
     python benchmarks/conv_ideas.py --out conv-ideas.json
 """
@@ -31,54 +45,54 @@ import triton.language as tl
 from conv_groups import LAYERS, channels_last, ours
 from record import finish, header, options, write
 from tilegym_edu import bench, tune
-from tilegym_edu.reference import conv_stem
+from tilegym_edu.reference.conv_groups import DEPTHWISE_SPACE
 from tilegym_edu.reference import convolution as conv
 
 
-@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R"])
-def flat_depthwise_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C: tl.constexpr, P, Q, R,
-                          S: tl.constexpr, STRIDE: tl.constexpr, PAD: tl.constexpr,
-                          BLOCK: tl.constexpr):
-    """Depthwise y[n, p, q, c] (flat, NHWC order) for BLOCK flat output elements a program;
-    w (C, 1, R, S) in (c, r, s) order. C, S, the stride and padding are constexprs, so the
-    divisions that turn a flat index into (n, p, q, c) are multiplies."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    total = N * P * Q * C
-    ok = offs < total
-    c = offs % C
-    pix = offs // C
-    q = pix % Q
-    p = (pix // Q) % P
-    n = pix // (P * Q)
-    h0 = p * STRIDE - PAD
-    w0 = q * STRIDE - PAD
-    base = x_ptr + ((n * H + h0) * W + w0) * C + c
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+@triton.jit
+def channels_first_depthwise_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R,
+                                    S: tl.constexpr, MULT: tl.constexpr, STRIDE_H, STRIDE_W,
+                                    PAD_H, PAD_W, DIL_H, DIL_W, BLOCK_M: tl.constexpr,
+                                    BLOCK_C: tl.constexpr):
+    """conv_groups.depthwise_conv2d_kernel on a 1-D grid: program pid takes channel block
+    pid % cdiv(K, BLOCK_C) of pixel block pid // cdiv(K, BLOCK_C)."""
+    c_blocks = tl.cdiv(K, BLOCK_C)
+    pid = tl.program_id(0)
+    M = N * P * Q
+    offs_m = (pid // c_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_k = (pid % c_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+    m_ok, k_ok = offs_m < M, offs_k < K
+    n = offs_m // (P * Q)
+    h0 = ((offs_m // Q) % P) * STRIDE_H - PAD_H
+    w0 = (offs_m % Q) * STRIDE_W - PAD_W
+    x_rows = x_ptr + n * (H * W * C)
+    c = offs_k // MULT
+    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
     for tap in tl.range(0, R * S):
-        r = tap // S
-        s = tap % S
-        h = h0 + r
-        w = w0 + s
-        m = ok & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-        xv = tl.load(base + (r * W + s) * C, mask=m, other=0.0)
-        wv = tl.load(w_ptr + c * (R * S) + tap, mask=ok, other=0.0)
-        acc += xv.to(tl.float32) * wv.to(tl.float32)
-    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
+        h = h0 + (tap // S) * DIL_H
+        w = w0 + (tap % S) * DIL_W
+        ok = m_ok & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+        a = tl.load(x_rows[:, None] + (h * W + w)[:, None] * C + c[None, :],
+                    mask=ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(w_ptr + offs_k * (R * S) + tap, mask=k_ok, other=0.0)
+        acc += a.to(tl.float32) * b.to(tl.float32)[None, :]
+    tl.store(y_ptr + offs_m[:, None] * K + offs_k[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & k_ok[None, :])
 
 
-def flat_depthwise_conv2d(x, w, stride, padding, config):
+def channels_first_depthwise(x, w, stride, padding, config):
+    """y = depthwise conv2d(x, w) on channels_first_depthwise_kernel with ``config``."""
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = conv.check_conv_inputs(x, w, stride, padding, 1, C)
     y = conv.new_output(x, K, P, Q)
-    grid = (triton.cdiv(N * P * Q * C, config["BLOCK"]),)
-    flat_depthwise_kernel[grid](x, w, y, N, H, W, C, P, Q, R, S, stride, padding, **config)
+    grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]) * triton.cdiv(K, config["BLOCK_C"]),)
+    channels_first_depthwise_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, K // C, stride,
+                                          stride, padding, padding, 1, 1, **config)
     return y
 
 
-STEM_CONFIGS = conv_stem.STEM_SPACE.configs(1)
-FLAT_CONFIGS = [dict(BLOCK=b, num_warps=nw, num_stages=1)
-                for b, nw in ((512, 4), (1024, 4), (2048, 8), (4096, 8), (1024, 8))]
+DEPTHWISE_CONFIGS = DEPTHWISE_SPACE.configs(1)
 
 
 def best_of(run, configs, expected) -> tuple[dict, dict]:
@@ -111,10 +125,8 @@ def compare_layer(layer) -> dict:
     problem = {**conv.conv_problem(x, w, stride, padding, 1), "groups": groups}
     tuned = tune.autotune(kernel, problem, space, launch, level=1)
     expected = F.conv2d(x.float(), w.float(), stride=stride, padding=padding, groups=groups)
-    if groups == 1:
-        idea, run, configs = "stem rows", conv_stem.launch_stem_conv2d, STEM_CONFIGS
-    else:
-        idea, run, configs = "flat depthwise", flat_depthwise_conv2d, FLAT_CONFIGS
+    idea, run, configs = "depthwise, channels fastest", channels_first_depthwise, \
+        DEPTHWISE_CONFIGS
     best, outcomes = best_of(lambda c: run(x, w, stride, padding, c), configs, expected)
     fns = {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding,
                                                    groups=groups),
@@ -130,14 +142,14 @@ def compare_layer(layer) -> dict:
     print("==", title)
     bench.print_table(results, baseline="cuDNN channels_last")
     return {"layer": title, "tuned_config": dict(tuned.config), "idea": idea,
-            "idea_config": best, "idea_outcomes": outcomes,
+            "idea_config": dict(best) if best else None, "idea_outcomes": outcomes,
             "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "gbs": m.gbs,
                                  "runs": m.runs, "cuda_graph": m.cuda_graph,
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 
-#: the stems and depthwise layers of benchmarks/conv_groups.py
-IDEA_LAYERS = [layer for layer in LAYERS if layer[2] == 3 or layer[6] == layer[2]]
+#: the depthwise layers of benchmarks/conv_groups.py
+IDEA_LAYERS = [layer for layer in LAYERS if layer[6] == layer[2]]
 
 
 def main() -> None:

@@ -1,10 +1,11 @@
 """Matmul on the shape families users bring (issue 19's suite), fp16, on a GPU: square,
-large-K (a small output), small-K, unaligned rows (no tensor descriptors) and tall-skinny, each
-against cuBLAS in one process: lesson 03's pipelined kernel tuned, its persistent kernel tuned
-(on the inputs where descriptors can read them, else on copies padded to 16-byte rows), split-K
-tuned, and shape_matmul (the tuner racing them all, its winning path recorded). Each side's best
-median of interleaved runs, L2 flushed. Prints a table; writes JSON with --out and a chart of
-each family's ratios to cuBLAS with --plot.
+large-K (a small output), small-K, unaligned rows (no tensor descriptors), tall-skinny and the
+capstone's decoding steps (a few rows: GB/s is what counts there), each against cuBLAS in one
+process: lesson 03's pipelined kernel tuned, its persistent kernel tuned (on the inputs where
+descriptors can read them, else on copies padded to 16-byte rows), split-K tuned, and
+shape_matmul (the tuner racing them all, its winning path recorded). Each side's best median of
+interleaved runs, L2 flushed. Prints a table; writes JSON with --out and a chart of each
+family's ratios to cuBLAS with --plot.
 
     python benchmarks/matmul_shapes.py --out matmul-shapes.json --plot matmul-shapes.png
 """
@@ -28,6 +29,11 @@ FAMILIES = {
     "small-K": [(32768, 32768, 64), (8192, 8192, 128)],
     "unaligned": [(8205, 5921, 2949), (4095, 4097, 4099)],
     "tall-skinny": [(65536, 128, 4096), (128, 65536, 4096)],
+    # lesson 06's decoding steps: one or 16 tokens through the capstone's weights (2048 wide,
+    # attention 3072 = q + k + v, the MLP's 2 x 5632, the 32000-token vocabulary); a few rows
+    # against megabytes of weights, so GB/s is what counts
+    "decode": [(1, 3072, 2048), (1, 11264, 2048), (1, 2048, 5632), (1, 32000, 2048),
+               (16, 11264, 2048), (16, 2048, 5632)],
 }
 
 
@@ -73,12 +79,13 @@ def measure(M: int, N: int, K: int) -> dict:
     b = torch.randn(K, N, device=device.DEVICE, dtype=torch.float16)
     fns, chosen = candidates(a, b)
     errors = {name: relative_error(fn(), a, b) for name, fn in fns.items()}
-    results = bench.compare(fns, flops=2 * M * N * K, rep_ms=1000)
+    results = bench.compare(fns, flops=2 * M * N * K, bytes=2 * (M * K + K * N + M * N),
+                            rep_ms=1000)
     print(f"== {M} x {N} x {K} float16 (shape_matmul chose {chosen['shape_matmul']['PATH']})")
     bench.print_table(results, baseline="cuBLAS")
     cublas = next(m for m in results if m.name == "cuBLAS")
     return {"shape": [M, N, K], "configs": chosen, "errors": errors,
-            "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops,
+            "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "gbs": m.gbs,
                                  "vs_cublas": cublas.median_ms / m.median_ms, "runs": m.runs,
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
