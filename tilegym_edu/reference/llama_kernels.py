@@ -109,14 +109,15 @@ def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
 
 
 def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
-    """The model on the course's reference kernels (lessons 03, 04 and this one, and the
-    general FlashAttention for decoding over a KV cache); in the interpreter with small blocks,
-    so a forward pass takes seconds. On a GPU the matmuls are `split_k.shape_matmul`, which
-    races lesson 03's paths per shape: a decoding step's few rows want K split, as lesson 03's
-    section 7 shows for a small output."""
-    from tilegym_edu.reference import attention, flash, pipelined, split_k
+    """The model on the course's reference kernels (lessons 03, 04 and this one, and flash
+    decoding, `flash_decode`, over a KV cache: the keys split across programs); in the
+    interpreter with small blocks, so a forward pass takes seconds. On a GPU the matmuls are
+    `split_k.shape_matmul`, which races lesson 03's paths and the skinny kernel per shape: a
+    decoding step's few rows want K split, as lesson 03's section 7 shows for a small output."""
+    from tilegym_edu.reference import attention, flash_decode, pipelined, split_k
     from tilegym_edu.tune import Config
     small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2) if small_blocks else None
+    split_small = Config(**small, SPLITS=2) if small_blocks else None
     if small_blocks:
         def matmul(a, b):
             return pipelined.pipelined_matmul(a, b, dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32))
@@ -128,7 +129,7 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
         attn = attention.flash_attention
 
     def cached_attention(q, k, v):
-        return flash.flash_forward(q, k, v, causal=True, config=small)[0]
+        return flash_decode.flash_decode(q, k, v, causal=True, config=split_small)[0]
     return Ops(matmul=matmul, attention=attn, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu,
                cached_attention=cached_attention)
 

@@ -2,7 +2,7 @@
 the GPU, the persistent kernel on padded copies for rows tensor descriptors cannot read, and
 one tuned entry point that picks, per shape, the fastest of lesson 03's pipelined kernel, its
 persistent tensor-descriptor kernel (where the layout allows descriptors, else on padded
-copies) and split-K.
+copies), split-K and, for a decoding step's few rows, the skinny kernel (`skinny`).
 
 Why padded copies: a tensor descriptor (TMA) reads rows that start at multiples of 16 bytes.
 An fp16 matrix of 2949 columns has rows of 5898 bytes, so neither lesson 03's persistent
@@ -27,6 +27,8 @@ import triton
 import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.skinny import (SKINNY_ROWS, SKINNY_SPACE, skinny_matmul,
+                                          skinny_matmul_kernel)
 from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, launch_persistent,
                                              matmul_problem, matmul_prune,
                                              persistent_matmul_kernel, pipelined_matmul,
@@ -181,7 +183,7 @@ def padded_persistent_matmul(a: torch.Tensor, b: torch.Tensor, config) -> torch.
 #: the ways to run a matmul, each with its search space; a configuration of SHAPE_SPACE names
 #: its way in PATH
 PATHS = {"pipelined": PIPELINED_SPACE, "persistent": PERSISTENT_SPACE, "split_k": SPLIT_K_SPACE,
-         "padded": PERSISTENT_SPACE}
+         "padded": PERSISTENT_SPACE, "skinny": SKINNY_SPACE}
 
 
 def _with_path(path: str, config: Config) -> Config:
@@ -212,7 +214,8 @@ SHAPE_SPACE = SearchSpace(
 
 #: what the tuner keys SHAPE_SPACE's results on: the source of every kernel a path runs
 SHAPE_KERNELS = KernelGroup("shape_matmul", (pipelined_matmul_kernel, persistent_matmul_kernel,
-                                             split_k_matmul_kernel, split_k_reduce_kernel))
+                                             split_k_matmul_kernel, split_k_reduce_kernel,
+                                             skinny_matmul_kernel))
 
 
 def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
@@ -225,6 +228,8 @@ def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
         return split_k_matmul.__wrapped__(a, b, options)
     if path == "padded":
         return padded_persistent_matmul.__wrapped__(a, b, options)
+    if path == "skinny":
+        return skinny_matmul.__wrapped__(a, b, options)
     c = tma_output.__wrapped__(a, b)
     launch_persistent.__wrapped__(a, b, c, options)
     return c
@@ -240,11 +245,15 @@ def shape_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
 
 @forbidden_in_graded_calls
 def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tensor:
-    """a @ b on whichever of the pipelined, persistent (on a and b, or on padded copies) and
-    split-K kernels the tuner found fastest for this shape (once per shape, then cached; the
-    winner's PATH is in the cache)."""
+    """a @ b on whichever of the pipelined, persistent (on a and b, or on padded copies),
+    split-K and, for at most 16 rows, skinny kernels the tuner found fastest for this shape
+    (once per shape, then cached; the winner's PATH is in the cache). Products of so few rows
+    are raced even under tune.TUNE_ABOVE_MS: a decoding step's take 10-40 µs each and run
+    several times per token, and lesson 03's default tile of 128 rows leaves most SMs idle on
+    them."""
     result = autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
-                      lambda config: run_path(a, b, config), level=level)
+                      lambda config: run_path(a, b, config), level=level,
+                      **({"min_ms": 0} if a.shape[0] <= SKINNY_ROWS else {}))
     return run_path(a, b, result.config)
 
 

@@ -1,0 +1,19 @@
+"""Arrival counters for kernels whose last program to finish does the final step (adding the
+partial results of the programs that share an output block), so that no second launch is
+needed: int32, one per output block, zero between calls because each call's last program sets
+its counter back. Used by `skinny` (a matmul's K ranges) and `flash_decode` (attention's key
+ranges).
+"""
+import torch
+
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
+
+
+def arrival_counters(device: torch.device, blocks: int) -> torch.Tensor:
+    """At least ``blocks`` int32 counters on ``device``, all zero; the same memory on every
+    call (grown when more blocks come), so allocating them costs nothing inside a CUDA graph."""
+    counters = _COUNTERS.get(device)
+    if counters is None or counters.numel() < blocks:
+        counters = torch.zeros(max(blocks, 4096), device=device, dtype=torch.int32)
+        _COUNTERS[device] = counters
+    return counters
