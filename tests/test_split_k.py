@@ -74,7 +74,7 @@ def test_padded_rows_copies_once_and_zeroes_only_the_padding():
 
 def test_the_shape_space_holds_every_path_and_prunes_what_cannot_run():
     paths = {c["PATH"] for c in split_k.SHAPE_SPACE.configs(1)}
-    assert paths == {"pipelined", "persistent", "split_k", "padded"}
+    assert paths == {"pipelined", "persistent", "split_k", "padded", "skinny"}
     gpu = Resources(shared_bytes=227 * 1024)
     unaligned = {"M": 8205, "N": 5921, "K": 2949, "dtype": "float16",
                  "tma": "a's rows are 5898 bytes apart"}
@@ -85,6 +85,10 @@ def test_the_shape_space_holds_every_path_and_prunes_what_cannot_run():
     kept, pruned = split_k.SHAPE_SPACE.candidates(1, short_k, gpu)
     assert {c["PATH"] for c in kept} == {"pipelined", "persistent"}
     assert any("no copies needed" in why for _, why in pruned)
+    assert any("the skinny kernel takes at most 16" in why for _, why in pruned)
+    decoding = {"M": 1, "N": 2048, "K": 5632, "dtype": "float16", "tma": ""}
+    kept, _ = split_k.SHAPE_SPACE.candidates(1, decoding, gpu)
+    assert "skinny" in {c["PATH"] for c in kept}
 
 
 def test_no_split_whose_partials_outgrow_32_bit_offsets():
