@@ -248,8 +248,9 @@ class Llama:
         qkv = ops.matmul(x, layer["wqkv"]).view(batch, seq, nh + 2 * nkv, hd)
         q, k, v = qkv[:, :, :nh], qkv[:, :, nh:nh + nkv], qkv[:, :, nh + nkv:]
         cos, sin = self.cos[:seq], self.sin[:seq]
-        ops.rope_(q, cos, sin)   # in place, on views of qkv: no copies
-        ops.rope_(k, cos, sin)
+        # in place, on a view of qkv: no copies; q's and k's heads are adjacent there, so one
+        # call rotates both
+        ops.rope_(qkv[:, :, :nh + nkv], cos, sin)
         o = torch.empty((batch * seq, nh * hd), device=x.device, dtype=x.dtype)
         for b in range(batch):
             # one batch element at a time: the kv heads become the attention's "batch", the
@@ -273,8 +274,7 @@ class Llama:
         qkv = ops.matmul(x, layer["wqkv"]).view(batch, seq, nh + 2 * nkv, hd)
         q, k, v = qkv[:, :, :nh], qkv[:, :, nh:nh + nkv], qkv[:, :, nh + nkv:]
         cos, sin = self.cos[start:end], self.sin[start:end]
-        ops.rope_(q, cos, sin)
-        ops.rope_(k, cos, sin)
+        ops.rope_(qkv[:, :, :nh + nkv], cos, sin)              # q and k, as in attention
         cache.k[index][:, :, start:end].copy_(k.permute(0, 2, 1, 3))
         cache.v[index][:, :, start:end].copy_(v.permute(0, 2, 1, 3))
         o = ops.cached_attention(q.permute(0, 2, 1, 3), cache.k[index][:, :, :end],
