@@ -261,3 +261,15 @@ def test_a_repeatable_decode_step_does_the_same_step_each_call():
     first, again = step(), step()
     assert torch.equal(first, again)
     assert check.relative_error(first, model(t[:, :7])[:, -1:]) < 1e-12
+
+
+def test_the_fused_residual_add_and_norm_matches_an_add_then_rmsnorm():
+    generator = torch.Generator().manual_seed(8)
+    for dtype, tolerance in ((torch.float32, 1e-6), (torch.float16, 2e-3)):
+        x, delta = (torch.randn(5, 72, generator=generator).to(dtype) for _ in range(2))
+        weight = torch.randn(72, generator=generator).to(dtype)
+        total, y = llama_kernels.add_rmsnorm(x, delta, weight, 1e-5)
+        assert torch.equal(total, x + delta)
+        torch.testing.assert_close(y, llama.rmsnorm_torch(x + delta, weight, 1e-5),
+                                   rtol=tolerance, atol=tolerance)
+        assert llama.add_and_norm(TORCH_OPS, x, delta, weight, 1e-5)[0].equal(x + delta)

@@ -115,6 +115,9 @@ class Ops:
     * ``cached_attention(q, k, v)``: decoding over a KV cache, q (batch, heads, seq_q,
       head_dim), k and v (batch, kv_heads, seq_k, head_dim), causal aligned to the end ->
       q's shape (:func:`cached_attention_torch`); used only by :class:`KVCache` passes
+    * ``add_rmsnorm(x, delta, weight, eps)``: the residual add and the norm after it, (x +
+      delta, rmsnorm(x + delta, weight, eps)) for x and delta (rows, dim), in one pass if the
+      Ops has one; None (the default): an add, then ``rmsnorm`` (:func:`add_and_norm`)
     """
 
     matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = torch.matmul
@@ -123,9 +126,20 @@ class Ops:
     rope_: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = rope_torch_
     swiglu: Callable[[torch.Tensor], torch.Tensor] = swiglu_torch
     cached_attention: Callable[..., torch.Tensor] = cached_attention_torch
+    add_rmsnorm: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 TORCH_OPS = Ops()
+
+
+def add_and_norm(ops: Ops, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x + delta, rmsnorm(x + delta)) for rows x and delta (rows, dim): ops.add_rmsnorm, one
+    pass, where the Ops has it; else the add and then ops.rmsnorm."""
+    if ops.add_rmsnorm is not None:
+        return ops.add_rmsnorm(x, delta, weight, eps)
+    x = x + delta
+    return x, ops.rmsnorm(x, weight, eps)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -297,18 +311,21 @@ class Llama:
         if cache is not None and cache.batch != batch:
             raise ValueError(f"the cache holds a batch of {cache.batch}, the tokens {batch}")
         x = self.embedding[tokens.reshape(-1)]                      # (batch * seq, dim)
+        h = ops.rmsnorm(x, self.layers[0]["attn_norm"], cfg.eps)
         for index, layer in enumerate(self.layers):
-            h = ops.rmsnorm(x, layer["attn_norm"], cfg.eps)
             if cache is None:
-                x = x + self.attention(h, layer, batch, seq, ops)
+                delta = self.attention(h, layer, batch, seq, ops)
             else:
-                x = x + self.cached_attention(h, layer, index, batch, seq, ops, cache)
-            h = ops.rmsnorm(x, layer["mlp_norm"], cfg.eps)
-            x = x + ops.matmul(ops.swiglu(ops.matmul(h, layer["w13"])), layer["w2"])
+                delta = self.cached_attention(h, layer, index, batch, seq, ops, cache)
+            x, h = add_and_norm(ops, x, delta, layer["mlp_norm"], cfg.eps)
+            delta = ops.matmul(ops.swiglu(ops.matmul(h, layer["w13"])), layer["w2"])
+            # the residual add, and the norm of the next layer's attention (or the final one)
+            after = (self.layers[index + 1]["attn_norm"] if index + 1 < len(self.layers)
+                     else self.norm)
+            x, h = add_and_norm(ops, x, delta, after, cfg.eps)
         if cache is not None:
             cache.length += seq
-        x = ops.rmsnorm(x, self.norm, cfg.eps)
-        return ops.matmul(x, self.output).view(batch, seq, cfg.vocab)
+        return ops.matmul(h, self.output).view(batch, seq, cfg.vocab)
 
     def generate(self, prompt: torch.Tensor, new_tokens: int,
                  ops: Ops = TORCH_OPS) -> torch.Tensor:
@@ -356,6 +373,6 @@ def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
 
 
 __all__ = ["rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_", "swiglu_torch",
-           "attention_torch", "cached_attention_torch", "Ops", "TORCH_OPS", "LlamaConfig",
-           "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "repeatable_decode_step",
+           "attention_torch", "cached_attention_torch", "Ops", "TORCH_OPS", "add_and_norm",
+           "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "repeatable_decode_step",
            "random_tokens"]

@@ -3,9 +3,10 @@
 Three kernels, each a ``@triton.jit`` function and the wrapper that launches it: RMSNorm
 (:func:`rmsnorm`), rotary embedding in place (:func:`rope_`) and SwiGLU (:func:`swiglu`). Each
 is the worked solution of its lesson 06 exercise (the lesson includes it) and is checked against
-its PyTorch definition in :mod:`tilegym_edu.reference.llama`. :func:`reference_ops` is the
-:class:`~tilegym_edu.reference.llama.Ops` that runs the model on them and on the reference
-matmul and flash attention of lessons 03 and 04. Inside a graded call, a wrapper or a raw launch
+its PyTorch definition in :mod:`tilegym_edu.reference.llama`. A fourth, :func:`add_rmsnorm`,
+fuses the residual add into the norm after it (course machinery: no exercise).
+:func:`reference_ops` is the :class:`~tilegym_edu.reference.llama.Ops` that runs the model on
+them and on the reference matmul and flash attention of lessons 03 and 04. Inside a graded call, a wrapper or a raw launch
 of its kernel raises LibraryShortcut.
 """
 from __future__ import annotations
@@ -43,6 +44,40 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     rmsnorm_kernel[(rows,)](x, weight, y, n_cols, x.stride(0), y.stride(0), eps,
                             BLOCK=BLOCK, num_warps=4 if BLOCK <= 2048 else 8)
     return y
+
+
+@triton.jit
+def add_rmsnorm_kernel(x_ptr, d_ptr, w_ptr, s_ptr, y_ptr, n_cols, stride_x, stride_d, stride_s,
+                       stride_y, eps, BLOCK: tl.constexpr):
+    """s[row] = x[row] + d[row] and y[row] = rmsnorm(s[row]) * w, one row per program: the
+    residual add and the norm after it in one pass, x and d read once, s and y written once;
+    the sum rounded to s's dtype before the norm, as an add and then rmsnorm_kernel would."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0)
+    d = tl.load(d_ptr + row * stride_d + offs, mask=mask, other=0.0)
+    total = (x + d).to(s_ptr.dtype.element_ty)
+    tl.store(s_ptr + row * stride_s + offs, total, mask=mask)
+    t = total.to(tl.float32)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = t * tl.rsqrt(tl.sum(t * t, axis=0) / n_cols + eps) * w
+    tl.store(y_ptr + row * stride_y + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@forbidden_in_graded_calls
+def add_rmsnorm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor,
+                eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x + delta, RMSNorm(x + delta) with weight (dim,)) for x and delta (rows, dim), in one
+    pass: the model's residual add and the norm that follows it (llama.add_and_norm)."""
+    rows, n_cols = x.shape
+    total = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
+    y = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
+    BLOCK = triton.next_power_of_2(n_cols)
+    add_rmsnorm_kernel[(rows,)](x, delta, weight, total, y, n_cols, x.stride(0), delta.stride(0),
+                                total.stride(0), y.stride(0), eps, BLOCK=BLOCK,
+                                num_warps=4 if BLOCK <= 2048 else 8)
+    return total, y
 
 
 @triton.jit
@@ -131,14 +166,15 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
     def cached_attention(q, k, v):
         return flash_decode.flash_decode(q, k, v, causal=True, config=split_small)[0]
     return Ops(matmul=matmul, attention=attn, rmsnorm=rmsnorm, rope_=rope_, swiglu=swiglu,
-               cached_attention=cached_attention)
+               cached_attention=cached_attention, add_rmsnorm=add_rmsnorm)
 
 
-__all__ = ["rmsnorm_kernel", "rmsnorm", "rope_kernel", "rope_", "swiglu_kernel", "swiglu",
-           "reference_ops"]
+__all__ = ["rmsnorm_kernel", "rmsnorm", "add_rmsnorm_kernel", "add_rmsnorm", "rope_kernel",
+           "rope_", "swiglu_kernel", "swiglu", "reference_ops"]
 
 
 # a launch of a raw kernel inside a graded call raises too
 forbidden_in_graded_calls(rmsnorm_kernel)
+forbidden_in_graded_calls(add_rmsnorm_kernel)
 forbidden_in_graded_calls(rope_kernel)
 forbidden_in_graded_calls(swiglu_kernel)

@@ -26,7 +26,8 @@ def profiled(ops: Ops) -> Ops:
             with torch.profiler.record_function(f"ops.{name}"):
                 return fn(*args, **kwargs)
         return run
-    return Ops(**{f.name: in_range(f.name, getattr(ops, f.name)) for f in dataclasses.fields(Ops)})
+    return Ops(**{f.name: in_range(f.name, getattr(ops, f.name))
+                  for f in dataclasses.fields(Ops) if getattr(ops, f.name) is not None})
 
 
 def gpu_ms_by_op(run: Callable[[], object], repeats: int = 3) -> dict[str, float]:
