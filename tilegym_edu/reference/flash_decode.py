@@ -11,7 +11,10 @@ output, normalised by its own sum, and their log-sum-exp to scratch memory. The 
 a row block to finish (an arrival counter, as in `skinny`) merges the SPLITS partial results,
 split 0 first: with m the largest log-sum-exp, o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m)
 and lse = m + log2(sum_s 2^(lse_s - m)), the same rescaling the online softmax does between key
-blocks. One launch; the merge reads SPLITS x BLOCK_M x head_dim floats per row block.
+blocks. One launch; the merge reads SPLITS x BLOCK_M x head_dim floats per row block. On the
+H200, tuned, the capstone's step spent 0.087 ms in it at batch 1 after 2040 cached tokens
+(0.188 with flash_forward; SDPA 0.062) and 0.201 at batch 16 (0.226; SDPA 0.191)
+(docs/results/h200-2026-12-02-decode.md).
 
 Shapes and masks as in `flash` (q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads,
 seq_k, head_dim), grouped-query heads, the causal mask aligned to the end); any seq_q, so a

@@ -6,8 +6,8 @@ is the worked solution of its lesson 06 exercise (the lesson includes it) and is
 its PyTorch definition in :mod:`tilegym_edu.reference.llama`. A fourth, :func:`add_rmsnorm`,
 fuses the residual add into the norm after it (course machinery: no exercise).
 :func:`reference_ops` is the :class:`~tilegym_edu.reference.llama.Ops` that runs the model on
-them and on the reference matmul and flash attention of lessons 03 and 04. Inside a graded call, a wrapper or a raw launch
-of its kernel raises LibraryShortcut.
+them and on the reference matmul and flash attention of lessons 03 and 04. Inside a graded
+call, a wrapper or a raw launch of its kernel raises LibraryShortcut.
 """
 from __future__ import annotations
 
