@@ -781,8 +781,8 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # TB/s: no step at batch 1 can take less than 0.2 ms, whatever the kernels. At batch 1 the matmuls
 # are matrix-vector products, memory-bound like this lesson's fused kernels; larger batches reuse
 # each weight they read. The cell after the check times one step on PyTorch eager,
-# `torch.compile` and your kernels, each replayed from a CUDA graph (as serving engines run
-# decoding), at batch 1 and 16 with 2040 tokens in the cache. On an H200 the reference solution's
+# `torch.compile`, your kernels and the course's reference kernels (below), each replayed from a
+# CUDA graph (as serving engines run decoding), at batch 1 and 16 with 2040 tokens in the cache. On an H200 the reference solution's
 # step took 1.24 ms at batch 1, against 1.14 ms eager and 0.51 ms compiled, and 0.90 ms at batch
 # 16, against 1.43 and 0.64 (docs/results/h200.md): five times the 0.2 ms floor at batch 1. The
 # matmuls are why: lesson 03's tiles are 128 rows tall, and a decoding step brings one row per
@@ -824,6 +824,8 @@ grading.assert_correct(decode_on_your_kernels, model_reference, make_model_input
 
 # %% id="cell-41" tags=["demo"]
 grading.require_gpu("timing a decoding step")
+from tilegym_edu.reference.llama_kernels import reference_ops   # skinny matmul, flash decoding
+
 model = Llama(CONFIG, torch.float16)
 compiled_forward = torch.compile(model.forward)
 for batch in (1, 16):
@@ -831,7 +833,8 @@ for batch in (1, 16):
     steps = {"PyTorch eager": repeatable_decode_step(model, TORCH_OPS, tokens, 2040),
              "torch.compile": repeatable_decode_step(model, TORCH_OPS, tokens, 2040,
                                                      compiled_forward),
-             "your kernels": repeatable_decode_step(model, your_ops(), tokens, 2040)}
+             "your kernels": repeatable_decode_step(model, your_ops(), tokens, 2040),
+             "course reference": repeatable_decode_step(model, reference_ops(), tokens, 2040)}
     print(f"\none decoding step, batch {batch}, 2040 tokens in the cache")
     results = bench.compare(steps, graph_below_ms=math.inf)
     bench.print_table(results, baseline="PyTorch eager")
