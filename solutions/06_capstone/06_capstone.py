@@ -823,9 +823,9 @@ grading.assert_correct(decode_on_your_kernels, model_reference, make_model_input
 ### END HIDDEN TESTS
 
 # %% id="cell-41" tags=["demo"]
-grading.require_gpu("timing a decoding step")
 from tilegym_edu.reference.llama_kernels import reference_ops   # skinny matmul, flash decoding
 
+grading.require_gpu("timing a decoding step")
 model = Llama(CONFIG, torch.float16)
 compiled_forward = torch.compile(model.forward)
 for batch in (1, 16):
