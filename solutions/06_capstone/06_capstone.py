@@ -782,12 +782,13 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # are matrix-vector products, memory-bound like this lesson's fused kernels; larger batches reuse
 # each weight they read. The cell after the check times one step on PyTorch eager,
 # `torch.compile`, your kernels and the course's reference kernels (below), each replayed from a
-# CUDA graph (as serving engines run decoding), at batch 1 and 16 with 2040 tokens in the cache. On an H200 the reference solution's
-# step took 1.24 ms at batch 1, against 1.14 ms eager and 0.51 ms compiled, and 0.90 ms at batch
-# 16, against 1.43 and 0.64 (docs/results/h200.md): five times the 0.2 ms floor at batch 1. The
-# matmuls are why: lesson 03's tiles are 128 rows tall, and a decoding step brings one row per
-# sequence, so most of each tile is wasted and a few programs walk the weights for the whole GPU.
-# That is lesson 03's section 7 again: a small output wants its $K$ split.
+# CUDA graph (as serving engines run decoding), at batch 1 and 16 with 2040 tokens in the cache.
+# On an H200 the reference solution's step took 1.24 ms at batch 1, against 1.14 ms eager and 0.51
+# ms compiled, and 0.90 ms at batch 16, against 1.43 and 0.64 (docs/results/h200.md): five times
+# the 0.2 ms floor at batch 1. The matmuls are why: lesson 03's tiles are 128 rows tall, and a
+# decoding step brings one row per sequence, so most of each tile is wasted and a few programs walk
+# the weights for the whole GPU. That is lesson 03's section 7 again: a small output wants its $K$
+# split.
 #
 # The course's reference kernels show how far that goes (`benchmarks/capstone.py`, same H200,
 # `docs/results/h200-2026-12-02-decode.md`). Four changes took their step at batch 1 after 2040
@@ -942,6 +943,6 @@ else:
 # Where to go from here: **faster decoding** (at batch 1 the matmuls are matrix-vector products and
 # the time is set by reading the weights: split-K matmuls, and attention split over the cache when
 # one sequence cannot fill the GPU, FlashDecoding, as section 7's reference kernels do); fusing
-# RMSNorm into the matmul that follows it; **quantised weights** (int8, fp8, int4) dequantised inside the
-# matmul's loads, which cut the bytes a decoding step must read; and a key/value cache that
-# FlashAttention reads in pages (PagedAttention).
+# RMSNorm into the matmul that follows it; **quantised weights** (int8, fp8, int4) dequantised
+# inside the matmul's loads, which cut the bytes a decoding step must read; and a key/value cache
+# that FlashAttention reads in pages (PagedAttention).
