@@ -25,7 +25,7 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.counters import arrival_counters
-from tilegym_edu.reference.pipelined import ELEMENT_BYTES
+from tilegym_edu.reference.pipelined import ELEMENT_BYTES, matmul_shared_bytes
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
 
 #: the most rows the kernel takes: the smallest tile tl.dot multiplies
@@ -94,8 +94,8 @@ def skinny_prune(config, problem, resources) -> str | None:
     if config["SPLIT_K"] * 2 * config["BLOCK_K"] > max(problem["K"], 2 * config["BLOCK_K"]):
         return (f"K = {problem['K']} in {config['SPLIT_K']} ranges leaves fewer than two "
                 f"steps of {config['BLOCK_K']} each")
-    needed = (config["num_stages"] * (SKINNY_ROWS + config["BLOCK_N"]) * config["BLOCK_K"]
-              * ELEMENT_BYTES[str(problem["dtype"])])
+    needed = matmul_shared_bytes({**config, "BLOCK_M": SKINNY_ROWS},
+                                 ELEMENT_BYTES[str(problem["dtype"])])
     if needed > resources.shared_bytes:
         return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
                 f"{resources.shared_bytes // 1024} KiB per block")
