@@ -1,6 +1,8 @@
-"""The general FlashAttention (reference/flash.py, flash_backward.py) on the shapes models
-bring, against every SDPA backend, on a GPU: the forward on issue 18's rows (head sizes 64 and
-128, causal and not, 1k to 16k tokens), bfloat16, head sizes 96 and 256, grouped-query
+"""The general FlashAttention (reference/flash.py, flash_backward.py, and on Hopper the Gluon
+forward of flash_hopper.py) on the shapes models bring, against every SDPA backend, on a GPU:
+the forward ("reference": flash_hopper.attention_forward, the Gluon kernels where they take the
+inputs, else flash.py; "flash.py": the Triton forward alone) on issue 18's rows (head sizes 64
+and 128, causal and not, 1k to 16k tokens), bfloat16, head sizes 96 and 256, grouped-query
 attention, a decode step over a KV cache and a chunk of prefill at the end of one; the backward
 alone and forward + backward on the training shapes. TFLOP/s count the score pairs each query
 sees (the causal mask aligned to the end), 4·d FLOPs a pair forward and 10·d backward (five
@@ -19,7 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from tilegym_edu import bench, device, tune
-from tilegym_edu.reference import flash, flash_backward
+from tilegym_edu.reference import flash, flash_backward, flash_hopper
 
 from record import finish, header, options, write
 
@@ -123,7 +125,8 @@ def compare_forward(row, record):
     b, h, hkv, sq, sk, d, causal, _ = row
     q, k, v = inputs(row)
     result = tuned_forward(q, k, v, causal)
-    fns = {"reference": lambda: flash.flash_forward(q, k, v, causal, config=result.config)[0]}
+    fns = {"reference": lambda: flash_hopper.attention_forward(q, k, v, causal)[0],
+           "flash.py": lambda: flash.flash_forward(q, k, v, causal, config=result.config)[0]}
     fns.update({name: sdpa(backend, q, k, v, causal) for name, backend in BACKENDS.items()})
     # checked against float32 PyTorch where its scores fit in memory (up to 2^32 of them)
     ref = (flash.attention_reference(q.float(), k.float(), v.float(), causal)
@@ -131,7 +134,12 @@ def compare_forward(row, record):
     fns, errors, failed = usable(fns, lambda out: None if ref is None else relative(out, ref))
     ref = None  # free it before timing
     results = bench.compare(fns, flops=4 * d * score_pairs(b, h, sq, sk, causal), rep_ms=400)
-    record_row(record, "forward", row, results, errors, failed, {"forward": dict(result.config)})
+    tuned = {"flash.py": dict(result.config)}
+    if flash_hopper.hopper_fits(q, k, v):  # the winner attention_forward cached at its first call
+        tuned["reference (Gluon)"] = dict(tune.autotune(
+            flash_hopper.HOPPER_KERNELS, flash.flash_problem(q, k, causal),
+            flash_hopper.HOPPER_SPACE, lambda c: None).config)
+    record_row(record, "forward", row, results, errors, failed, tuned)
 
 
 def compare_backward(row, record):

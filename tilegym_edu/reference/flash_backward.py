@@ -20,6 +20,7 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
+from tilegym_edu.reference import flash_hopper
 from tilegym_edu.reference.flash import flash_forward
 from tilegym_edu.tune import SearchSpace, TuneResult, autotune, configs_from_rows
 
@@ -271,7 +272,10 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, forward_config, backward_configs):
-        o, lse = flash_forward(q, k, v, causal, config=forward_config)
+        if forward_config is None:  # the fastest forward: on Hopper, the Gluon kernels
+            o, lse = flash_hopper.attention_forward(q, k, v, causal)
+        else:
+            o, lse = flash_forward(q, k, v, causal, config=forward_config)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.backward_configs = causal, backward_configs
         return o

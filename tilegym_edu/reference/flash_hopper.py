@@ -1,0 +1,522 @@
+"""FlashAttention forward for Hopper GPUs, written in Gluon (Triton's lower-level language,
+``triton.experimental.gluon``), where the program says what Triton's compiler decides for a
+``@triton.jit`` kernel: which shared-memory buffer each TMA copy lands in, when each
+tensor-core matmul (``wgmma``) is issued and when the program waits for it.
+
+What that buys is the overlap FlashAttention-3 is built on. In ``flash.py`` a program computes
+a block's scores, then its softmax, then multiplies the probabilities by v, one after the
+other, so the tensor cores sit idle during the softmax. Here the loop is software-pipelined by
+hand: the scores of key block j are issued (asynchronously) together with the product of block
+j-1's probabilities and values, and block j's softmax runs while that product is still on the
+tensor cores. K and v blocks arrive by TMA in a ring of ``STAGES`` shared-memory buffers, each
+with an mbarrier that says when its bytes have landed.
+
+Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
+head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
+(batch, heads, seq_q) float32 in log2 units. This kernel takes head_dim 64 or 128, float16 or
+bfloat16, tensors whose rows follow one another (contiguous), on compute capability 9.x;
+``hopper_fits`` says whether a problem qualifies and ``flash.flash_forward`` uses it only where
+it does. It does not run in Triton's interpreter: its tests are in tests/gpu/.
+"""
+import math
+from collections.abc import Mapping
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.attention import LOG2E
+from tilegym_edu.reference.flash import check_flash_inputs, flash_forward, flash_problem
+from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
+
+try:  # Gluon's Hopper modules (Triton 3.5 and newer)
+    from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
+                                                                   warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton: hopper_fits says no
+    TensorDescriptor = None
+
+#: the head sizes the kernel takes (one wgmma instruction's N is the head size)
+HOPPER_HEAD_DIMS = (64, 128)
+
+
+@gluon.jit
+def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, block, STAGES: gl.constexpr,
+              BLOCK_N: gl.constexpr):
+    """Start the TMA copies of key/value block ``block`` into its ring slot block % STAGES."""
+    slot = block % STAGES
+    mbarrier.expect(k_bars.index(slot), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [kv_row + block * BLOCK_N, 0], k_bars.index(slot),
+                                    k_smem.index(slot))
+    mbarrier.expect(v_bars.index(slot), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [kv_row + block * BLOCK_N, 0], v_bars.index(slot),
+                                    v_smem.index(slot))
+
+
+@gluon.jit
+def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.constexpr,
+                   CAUSAL: gl.constexpr, s_layout: gl.constexpr):
+    """One key block's online-softmax step on its scores ``s`` (BLOCK_M, BLOCK_N) float32:
+    (p, m_new, l_new, alpha), p the unnormalised probabilities exp2(s * qk_scale - m_new),
+    alpha = exp2(m_i - m_new) the factor the running output must be scaled by. MASKED blocks
+    mask keys past seq_k and, if CAUSAL, keys after the query (positions ``q_pos``)."""
+    if MASKED:
+        cols = start_n + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout))
+        valid = gl.expand_dims(cols < seq_k, 0)
+        if CAUSAL:
+            valid = valid & (gl.expand_dims(q_pos, 1) >= gl.expand_dims(cols, 0))
+        s = gl.where(valid, s, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
+    l_new = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_new, alpha
+
+
+@gluon.jit
+def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
+                        stride_ob, stride_oh, stride_os,
+                        H, GROUP, seq_q, seq_k, qk_scale,
+                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                        STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
+    """o and lse for BLOCK_M queries of one (batch, head): program (i, b * H + head). q, k, v
+    come as tensor descriptors over their (batch * heads * seq, head_dim) rows; query head h
+    reads key/value head h // GROUP; seq_q and seq_k are multiples of BLOCK_M and BLOCK_N (a
+    block never reaches into the next head's rows). The key loop runs software-pipelined:
+    scores of block j and the product of block j-1 on the tensor cores while block j's softmax
+    runs."""
+    start_m = gl.program_id(0)
+    bh = gl.program_id(1)
+    b = bh // H
+    head = bh % H
+    kv_row = (b * (H // GROUP) + head // GROUP) * seq_k
+    q_row = bh * seq_q + start_m * BLOCK_M
+    shift = seq_k - seq_q
+    dtype: gl.constexpr = q_desc.dtype
+
+    # one warpgroup's wgmma tiles: the scores (BLOCK_M, BLOCK_N) and the output (BLOCK_M,
+    # HEAD_DIM); the probabilities go into the second matmul from registers
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+
+    # the key blocks this query block sees: up to its last query's diagonal if causal, the
+    # blocks from `masked_from` on crossing the diagonal
+    first_pos = start_m * BLOCK_M + shift
+    if CAUSAL:
+        n_blocks = gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
+        masked_from = first_pos // BLOCK_N
+    else:
+        n_blocks = seq_k // BLOCK_N
+        masked_from = n_blocks
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
+    for i in gl.static_range(STAGES):
+        if i < n_blocks:
+            _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, i, STAGES, BLOCK_N)
+
+    q_pos = first_pos + gl.arange(0, BLOCK_M, layout=row_s)
+    m_i = gl.full([BLOCK_M], -float("inf"), gl.float32, layout=row_s)
+    l_i = gl.full([BLOCK_M], 0.0, gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+    # block 0: its scores and softmax, nothing to overlap with yet
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
+                      is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    if CAUSAL:
+        if masked_from == 0:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, True,
+                                                CAUSAL, s_layout)
+        else:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
+                                                CAUSAL, s_layout)
+    else:
+        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
+                                            CAUSAL, s_layout)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+        s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                          is_async=True)
+        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
+        if CAUSAL:
+            if j >= masked_from:
+                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                    qk_scale, True, CAUSAL, s_layout)
+            else:
+                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                    qk_scale, False, CAUSAL, s_layout)
+        else:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                qk_scale, False, CAUSAL, s_layout)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        if j - 1 + STAGES < n_blocks:  # block j-1's slot is free: fill it with a later block
+            _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, j - 1 + STAGES,
+                      STAGES, BLOCK_N)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+    last = (n_blocks - 1) % STAGES
+    mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+
+    # the epilogue: normalise, store the rows that are queries of this head
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // HEAD_DIM, HEAD_DIM // 8],
+                                                [num_warps, 1], [1, 0])
+    out = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+    out = gl.convert_layout(out.to(dtype), out_layout)
+    rows = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
+    o_ptrs = (o_ptr + b * stride_ob + head * stride_oh + gl.expand_dims(rows, 1) * stride_os
+              + gl.expand_dims(cols, 0))
+    gl.store(o_ptrs, out, mask=gl.expand_dims(rows < seq_q, 1))
+    lse_rows = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+    gl.store(lse_ptr + bh * seq_q + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+
+
+@gluon.jit
+def _tile(tile, n_m, CAUSAL: gl.constexpr):
+    """(start_m, bh) of tile number ``tile``: the query blocks of one (batch, head) are
+    consecutive tiles, so the programs running at once share that head's keys in L2; causal
+    tiles go last block first, the longest rows before the shortest, so the programs that
+    finish early take the short ones."""
+    bh = tile // n_m
+    start_m = tile % n_m
+    if CAUSAL:
+        start_m = n_m - 1 - start_m
+    return start_m, bh
+
+
+@gluon.jit
+def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
+             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """The producer warp: for each of the program's tiles, both consumers' q blocks (once they
+    are done with the last ones), then the tile's key/value blocks into the ring, each slot
+    once both consumers have released it (k_empty, v_empty). ``it`` counts the key/value
+    blocks this program has loaded, so the ring's slots and phases run on across tiles."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    n_m = seq_q // BLOCK_M
+    it = 0
+    count = 0
+    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+        start_m, bh = _tile(tile, n_m, CAUSAL)
+        b = bh // H
+        kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
+        for w in gl.static_range(2):
+            mbarrier.wait(q_empty.index(w), (count & 1) ^ 1)  # a new barrier passes phase 1
+            mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [bh * seq_q + start_m * BLOCK_M + w * HALF_M,
+                                                     0], q_ready.index(w), q_smem.index(w))
+        n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+        for j in range(n_blocks):
+            slot = it % STAGES
+            phase = (it // STAGES) & 1
+            mbarrier.wait(k_empty.index(slot), phase ^ 1)
+            mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0],
+                                            k_ready.index(slot), k_smem.index(slot))
+            mbarrier.wait(v_empty.index(slot), phase ^ 1)
+            mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0],
+                                            v_ready.index(slot), v_smem.index(slot))
+            it += 1
+        count += 1
+
+
+@gluon.jit
+def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                CAUSAL: gl.constexpr):
+    """How many key blocks a query block whose first query sits at ``first_pos`` sees: up to
+    its last query's diagonal if causal, else all of them."""
+    if CAUSAL:
+        return gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
+    else:
+        return seq_k // BLOCK_N
+
+
+@gluon.jit
+def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
+                o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
+                qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """One consumer warpgroup: for each of the program's tiles, its BLOCK_M // 2 rows (rows
+    WG * BLOCK_M // 2 on), the key loop software-pipelined as in hopper_flash_kernel, each
+    ring slot released to the producer as soon as its matmul has finished reading it, and q's
+    slot once the last scores are in."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // HEAD_DIM, HEAD_DIM // 8],
+                                                [4, 1], [1, 0])
+    q_tile = q_smem.index(WG)
+    zero_s = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout=s_layout)
+    shift = seq_k - seq_q
+    n_m = seq_q // BLOCK_M
+    it = 0
+    count = 0
+    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+        start_m, bh = _tile(tile, n_m, CAUSAL)
+        start = start_m * BLOCK_M + WG * HALF_M
+        n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+        q_pos = start + shift + gl.arange(0, HALF_M, layout=row_s)
+        masked_from = (start + shift) // BLOCK_N
+        m_i = gl.full([HALF_M], -float("inf"), gl.float32, layout=row_s)
+        l_i = gl.full([HALF_M], 0.0, gl.float32, layout=row_s)
+        acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, layout=o_layout)
+
+        mbarrier.wait(q_ready.index(WG), count & 1)
+        slot = it % STAGES
+        mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
+        s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                          is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        if n_blocks == 1:
+            mbarrier.arrive(q_empty.index(WG), count=1)
+        if CAUSAL:
+            if masked_from == 0:
+                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, True,
+                                                    CAUSAL, s_layout)
+            else:
+                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale,
+                                                    False, CAUSAL, s_layout)
+        else:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
+                                                CAUSAL, s_layout)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        for j in range(1, n_blocks):
+            prev = (it + j - 1) % STAGES
+            slot = (it + j) % STAGES
+            mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
+            s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                              is_async=True)
+            acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s,))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
+                mbarrier.arrive(q_empty.index(WG), count=1)
+            if CAUSAL:
+                if j >= masked_from:
+                    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                        qk_scale, True, CAUSAL, s_layout)
+                else:
+                    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                        qk_scale, False, CAUSAL, s_layout)
+            else:
+                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
+                                                    qk_scale, False, CAUSAL, s_layout)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        last = (it + n_blocks - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(last), count=1)
+        it += n_blocks
+        count += 1
+
+        b = bh // H
+        out = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+        out = gl.convert_layout(out.to(dtype), out_layout)
+        rows = start + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, out_layout))
+        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
+        gl.store(o_ptr + b * stride_ob + (bh % H) * stride_oh + gl.expand_dims(rows, 1) * stride_os
+                 + gl.expand_dims(cols, 0), out, mask=gl.expand_dims(rows < seq_q, 1))
+        lse_rows = start + gl.arange(0, HALF_M, layout=row_s)
+        gl.store(lse_ptr + bh * seq_q + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+
+
+@gluon.jit
+def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
+                           stride_ob, stride_oh, stride_os,
+                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
+                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                           STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
+    warp issues every TMA copy, and two consumer warpgroups of BLOCK_M // 2 rows each share the
+    key/value ring, so a block of keys crosses from L2 once for BLOCK_M queries while each
+    warpgroup's softmax can run beside the other's matmuls. Program i takes tiles i, i + grid,
+    ... of the n_tiles = batch * H * seq_q / BLOCK_M (one per program when the grid is that
+    large; a persistent grid of one program per SM lets the producer load the next tile's
+    blocks while the consumers store the last one's output). Other arguments as
+    hopper_flash_kernel's; launched with num_warps=4 (the first consumer) plus 4 + 1 worker
+    warps."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # both consumers release each slot
+        mbarrier.init(v_empty.index(i), count=2)
+    gl.warp_specialize([
+        (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                       v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k,
+                       n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
+        (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
+                       v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k,
+                       n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
+        (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
+                    v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M,
+                    BLOCK_N, STAGES, CAUSAL)),
+    ], [4, 1], [240, 24])
+
+
+#: seq_q and seq_k must be multiples of this (the largest block of either kind), so that no
+#: block of rows reaches into the next head's
+HOPPER_SEQ_MULTIPLE = 128
+
+
+def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether hopper_flash_forward takes these (already checked) inputs: a CUDA GPU of compute
+    capability 9.x, Gluon's Hopper modules, head_dim 64 or 128, float16 or bfloat16, sequence
+    lengths multiples of HOPPER_SEQ_MULTIPLE, and q, k, v contiguous (each one matrix of rows
+    for the tensor descriptors)."""
+    return (TensorDescriptor is not None and q.is_cuda and k.shape == v.shape
+            and q.shape[2] % HOPPER_SEQ_MULTIPLE == 0 and k.shape[2] % HOPPER_SEQ_MULTIPLE == 0
+            and torch.cuda.get_device_capability(q.device)[0] == 9
+            and q.shape[-1] in HOPPER_HEAD_DIMS
+            and q.dtype in (torch.float16, torch.bfloat16)
+            and all(t.is_contiguous() for t in (q, k, v)))
+
+
+#: configurations the tuner races: (BLOCK_M, BLOCK_N, STAGES, SCHEDULE). SCHEDULE "one": one
+#: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "two": two warpgroups of
+#: BLOCK_M // 2 rows each and a producer warp (hopper_flash_ws_kernel), a program a tile;
+#: "persistent": the same, one program per SM taking tile after tile. 128 x 128 blocks on one
+#: warpgroup are left out: their scores and output overflow its registers (ptxas spills 0.4-2.2
+#: KB a thread)
+HOPPER_CONFIGS = ((128, 128, 2, "two"), (128, 128, 2, "persistent"), (64, 128, 2, "one"),
+                  (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"), (128, 64, 3, "two"))
+
+#: the same as the tuner's search space: the first is the default (what a correctness check
+#: runs), level 1 races them all
+HOPPER_SPACE = SearchSpace(
+    default=Config(**dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[0]))),
+    small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]))
+
+#: what the tuner keys its results on: the source of both kernels
+HOPPER_KERNELS = KernelGroup("hopper_flash_forward", (hopper_flash_kernel, hopper_flash_ws_kernel))
+
+
+def _descriptor(t: torch.Tensor, rows: int):
+    """t (batch, heads, seq, head_dim) as a TMA descriptor over its rows, blocks of ``rows``."""
+    block = [rows, t.shape[-1]]
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, str(t.dtype).split(".")[1]))
+    return TensorDescriptor(t, [t.numel() // t.shape[-1], t.shape[-1]], [t.shape[-1], 1], block,
+                            layout)
+
+
+def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
+    """Run hopper_flash_kernel (or, warp-specialised, hopper_flash_ws_kernel) once with
+    ``config``: a tuple (BLOCK_M, BLOCK_N, STAGES, SCHEDULE) or a mapping of those names."""
+    if isinstance(config, Mapping):
+        config = tuple(config[name] for name in ("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"))
+    block_m, block_n, stages, schedule = config
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
+    grid = (triton.cdiv(seq_q, block_m), batch * heads)
+    args = (o, lse, o.stride(0), o.stride(1), o.stride(2), heads, heads // k.shape[1], seq_q,
+            seq_k, LOG2E / math.sqrt(head_dim))
+    options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
+                   CAUSAL=causal, num_warps=4)
+    descriptors = (_descriptor(k, block_n), _descriptor(v, block_n))
+    if schedule == "one":
+        hopper_flash_kernel[grid](_descriptor(q, block_m), *descriptors, *args, **options)
+        return
+    n_tiles = grid[0] * grid[1]
+    programs = (min(n_tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
+                if schedule == "persistent" else n_tiles)
+    hopper_flash_ws_kernel[(programs,)](_descriptor(q, block_m // 2), *descriptors, *args,
+                                        n_tiles, maxnreg=168, **options)
+
+
+@forbidden_in_graded_calls
+def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                         level: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) as flash.flash_forward returns them, on the Gluon kernels, with the
+    configuration the tuner picks per problem; only for inputs hopper_fits takes."""
+    check_flash_inputs(q, k, v, causal)
+    if not hopper_fits(q, k, v):
+        raise ValueError("hopper_flash_forward takes contiguous float16/bfloat16 q, k, v with "
+                         f"head_dim in {HOPPER_HEAD_DIMS} and lengths multiples of "
+                         f"{HOPPER_SEQ_MULTIPLE}, on a Hopper GPU: use flash.flash_forward "
+                         "(or attention_forward, which picks) for the others")
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    result = autotune(HOPPER_KERNELS, flash_problem(q, k, causal), HOPPER_SPACE,
+                      lambda c: launch_hopper_flash(q, k, v, o, lse, causal, c), level=level)
+    launch_hopper_flash(q, k, v, o, lse, causal, result.config)
+    return o, lse
+
+
+@forbidden_in_graded_calls
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The course's fastest forward for these inputs: the Gluon kernels where hopper_fits
+    takes them, flash.flash_forward (any head size up to 256, any strides, any GPU or the
+    interpreter) everywhere else. Returns (o, lse) as flash.flash_forward does."""
+    check_flash_inputs(q, k, v, causal)
+    if hopper_fits(q, k, v):
+        return hopper_flash_forward(q, k, v, causal)
+    return flash_forward(q, k, v, causal)
+
+
+forbidden_in_graded_calls(hopper_flash_kernel)
+forbidden_in_graded_calls(hopper_flash_ws_kernel)
