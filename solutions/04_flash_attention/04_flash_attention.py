@@ -1503,9 +1503,59 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # it keeps its pointers, and the folded scale alone took it from 0.93 to **0.97x** cuDNN
 # (non-causal) and from 0.92 to 0.95x (B8 H16 S2048, causal).
 #
-# None of them reaches cuDNN. The gap does not seem to be in the algorithm you wrote: lesson 07
-# writes the same forward in cuTile, whose compiler makes these choices itself, and on the same H200
-# it reached 575 TFLOP/s on the first row, 0.92x cuDNN.
+# None of them reaches cuDNN in Triton. The gap is not in the algorithm you wrote: lesson 07 writes
+# the same forward in cuTile, whose compiler makes these choices itself, and on the same H200 it
+# reached 575 TFLOP/s on the first row, 0.92x cuDNN.
+#
+# ### The last step: the schedule written out, in Gluon
+#
+# What closes the gap is telling the hardware when to do what. **Gluon**
+# (`triton.experimental.gluon`, in the Triton 3.6 these figures ran on) is Triton's lower-level
+# language: the program itself says which shared-memory buffer each TMA copy lands in, when each
+# tensor-core matmul (`wgmma`, Hopper's asynchronous warpgroup matmul) is issued, and when it is
+# waited for.
+# `tilegym_edu/reference/flash_hopper.py` writes the forward you know in three steps. Each is
+# measured by `benchmarks/attention_hopper.py` on the first row (B4 H32 S4096 D128, float16, H200,
+# 2026-12-03, run b; the power limit held the clock at 1740 MHz; cuDNN 626 TFLOP/s in the same run):
+#
+# | step | what changes | TFLOP/s | vs cuDNN |
+# | --- | --- | --- | --- |
+# | flash.py | Exercise 9's reference, tuned | 464 | 0.74x |
+# | 1. pipelined by hand | block j's scores beside block j-1's P·V | 513 | 0.82x |
+# | 2. warp-specialised | a producer warp, two consumer warpgroups | 614 | 0.98x |
+# | 3. persistent | one program per SM, tile after tile | 640 | 1.02x |
+#
+# - **Pipelined by hand**: the matmul for block j's scores and the one for block j-1's P·V are
+#   issued together, asynchronously; block j's softmax runs while P·V is still on the tensor cores.
+#   K and v arrive by TMA in a ring of 3 shared-memory buffers, each with an mbarrier that says
+#   when its bytes have landed. One warpgroup (4 warps) computes 64 query rows.
+# - **Warp-specialised**: one warp only issues copies; two warpgroups of 64 rows only compute, and
+#   share each k/v block, so it crosses from L2 once for 128 queries instead of 64.
+# - **Persistent**: one program per SM takes tile after tile, so the next tile's loads overlap the
+#   stores of this one.
+#
+# Step 1 is FlashAttention-3's overlap inside one warpgroup; step 2 its split of producers and
+# consumers. Its third idea, making the two warpgroups take turns at the tensor cores (ping-pong,
+# with mbarriers), gained nothing here (run a: 617 against 631 TFLOP/s) and was dropped. The
+# persistent grid is not always better: on the long causal row (B1 H16 S16384) it ran at 0.74x
+# cuDNN, where step 2, whose programs the GPU's own scheduler hands out, ran at 1.14x. So the
+# tuner races the steps' configurations per shape, and `attention_forward` uses the winner wherever
+# the kernels take the inputs (Hopper, head size 64 or 128, lengths multiples of 128). Tuned, and
+# timed against cuDNN in one process (`benchmarks/attention_shapes.py`, run c, 1965-1980 MHz):
+#
+# | shape (float16) | reference | cuDNN | ratio |
+# | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 | 661 | 660 | 1.00x |
+# | same, causal | 577 | 575 | 1.00x |
+# | B4 H32 S4096 D64 | 477 | 477 | 1.00x |
+# | B1 H16 S16384 D128 causal | 677 | 613 | 1.10x |
+# | B16 H16 S1024 D128 | 588 | 586 | 1.00x |
+# | B8 H16 S2048 D64 causal | 346 | 368 | 0.94x |
+#
+# The last row is still behind. At head size 64 a score costs half the matmul work it costs at 128
+# but the same exponential, so the softmax, which the tensor cores cannot take, weighs twice as
+# much. The exercises stay in Triton: Gluon kernels run only on the GPU they were written for,
+# never in the interpreter, and a learner without a Hopper GPU could not run them.
 
 # %% [markdown] id="cell-42"
 # ## What comes next
