@@ -2,6 +2,7 @@
 import tilegym_edu  # noqa: F401
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,26 +32,46 @@ def fresh_cache(tmp_path):
         yield
 
 
-@pytest.fixture(scope="session")
-def course_copy(tmp_path_factory) -> Path:
-    """A copy of the course (solutions/ and notebooks/) with its own .grading/ folder: one
-    gradebook for the whole test session, and the repository's own .grading/ left alone."""
-    root = tmp_path_factory.mktemp("course")
+def copy_of_the_course(tmp_path_factory, name: str = "course") -> Path:
+    """A copy of the course (solutions/ and notebooks/) in a new temporary folder."""
+    root = tmp_path_factory.mktemp(name)
     for folder in ("solutions", "notebooks"):
         shutil.copytree(REPO / folder, root / folder)
     return root
 
 
 @pytest.fixture(scope="session")
-def lesson_reports(course_copy, tmp_path_factory):
-    """lesson_reports(lesson): the grade reports of that lesson's solution ("solution") and of
-    each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session,
-    every lesson's at the first call (one pool of graders for all: tests/lesson_checks.py)."""
-    from tests.lesson_checks import LESSONS, grade_lessons
-    graded = {}
+def course_copy(tmp_path_factory) -> Path:
+    """A copy of the course (solutions/ and notebooks/) with its own .grading/ folder: one
+    gradebook for the whole test session, and the repository's own .grading/ left alone."""
+    return copy_of_the_course(tmp_path_factory)
 
+
+@pytest.fixture(scope="session")
+def lesson_grading(tmp_path_factory):
+    """Every lesson's solution and known-wrong submissions graded (tests/lesson_checks.py), in
+    one pool of graders on a copy of the course of its own, run from a background thread: a
+    Future of {lesson: {"solution" or submission: report}}. It takes minutes of every core."""
+    from tests.lesson_checks import LESSONS, grade_lessons, grading_pool
+    root = copy_of_the_course(tmp_path_factory, "lesson-course")
+    with grading_pool() as pool, ThreadPoolExecutor(1, thread_name_prefix="grading") as runner:
+        yield runner.submit(grade_lessons, LESSONS, root, tmp_path_factory, pool)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def start_lesson_grading_early(request):
+    """Where this session will need the lesson grading pool, start it with the first test, so
+    that it grades beside the other tests instead of holding up the lesson tests (on 2 cores
+    it took about 5 minutes of both, 2026-12-03)."""
+    if any("lesson_reports" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        request.getfixturevalue("lesson_grading")
+
+
+@pytest.fixture(scope="session")
+def lesson_reports(lesson_grading):
+    """lesson_reports(lesson): the grade reports of that lesson's solution ("solution") and of
+    each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session
+    for every lesson (lesson_grading)."""
     def reports(lesson: str) -> dict:
-        if not graded:
-            graded.update(grade_lessons(LESSONS, course_copy, tmp_path_factory))
-        return graded[lesson]
+        return lesson_grading.result()[lesson]
     return reports

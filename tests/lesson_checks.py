@@ -164,15 +164,26 @@ def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_
     return gradings
 
 
-def grade_lessons(lessons: list[str], root: Path,
-                  tmp_path_factory) -> dict[str, dict[str, grade_report.GradeReport]]:
+def grading_pool() -> ProcessPoolExecutor:
+    """GRADING_WORKERS grading processes, started now (in the calling thread, with its
+    environment as it is now: a test that patches the environment later changes nothing in
+    them)."""
+    pool = ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_limit_threads)
+    for started in [pool.submit(os.getpid) for _ in range(GRADING_WORKERS)]:
+        started.result()
+    return pool
+
+
+def grade_lessons(lessons: list[str], root: Path, tmp_path_factory,
+                  pool: ProcessPoolExecutor) -> dict[str, dict[str, grade_report.GradeReport]]:
     """{lesson: {"solution": the solution graded whole, and per known-wrong submission's name:
     the grading that holds its affected_exercises}}. Each lesson's submissions are graded in
     packed groups, each group as one notebook with every member's edits, on the members'
-    affected exercises only. Every grading of every lesson goes to one pool of GRADING_WORKERS
-    processes, the solutions first (the longest), so no worker waits for another lesson's last
-    grading; each worker grades in its own copy of the course at ``root``; student ids are
-    prefixed with the lesson number so lessons never share one."""
+    affected exercises only. Every grading of every lesson goes to ``pool`` (grading_pool), the
+    solutions first (the longest), so no worker waits for another lesson's last grading; each
+    worker grades in its own copy of the course at ``root``; student ids are prefixed with the
+    lesson number so lessons never share one."""
     solutions, packs, graded_in = {}, {}, {}
     for lesson in lessons:
         prefix = f"l{lesson[:2]}_"
@@ -182,12 +193,10 @@ def grade_lessons(lessons: list[str], root: Path,
             packs[(lesson, student)] = (folder, student, exercises)
             graded_in.update({(lesson, m.name): (lesson, student) for m in members})
     workspace = tmp_path_factory.mktemp("graders")
-    with ProcessPoolExecutor(GRADING_WORKERS, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_limit_threads) as pool:
-        futures = {key: pool.submit(_grade_in_own_course, key[0], str(folder), student,
-                                    str(root), str(workspace), exercises)
-                   for key, (folder, student, exercises) in {**solutions, **packs}.items()}
-        reports = {key: future.result() for key, future in futures.items()}
+    futures = {key: pool.submit(_grade_in_own_course, key[0], str(folder), student, str(root),
+                                str(workspace), exercises)
+               for key, (folder, student, exercises) in {**solutions, **packs}.items()}
+    reports = {key: future.result() for key, future in futures.items()}
     return {lesson: {"solution": reports[(lesson, "solution")],
                      **{member: reports[job] for (of, member), job in graded_in.items()
                         if of == lesson}}
