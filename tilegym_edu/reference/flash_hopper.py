@@ -47,6 +47,12 @@ try:  # Gluon's Hopper modules (Triton 3.5 and newer)
 except ImportError:  # pragma: no cover - older Triton: hopper_fits says no
     TensorDescriptor = None
 
+#: the Triton versions (major.minor) these kernels were measured with on an H200: Gluon is
+#: experimental and its API changes between releases (Triton 3.9 has no
+#: tma.async_copy_global_to_shared: it is async_load there), so hopper_fits says no on any other
+#: and attention_forward runs flash.py; add a version here once tests/gpu/ pass with it
+MEASURED_TRITON = ("3.6",)
+
 #: the head sizes the kernel takes (one wgmma instruction's N is the head size)
 HOPPER_HEAD_DIMS = (64, 128)
 
@@ -434,10 +440,11 @@ HOPPER_SEQ_MULTIPLE = 128
 
 def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether hopper_flash_forward takes these (already checked) inputs: a CUDA GPU of compute
-    capability 9.x, Gluon's Hopper modules, head_dim 64 or 128, float16 or bfloat16, sequence
-    lengths multiples of HOPPER_SEQ_MULTIPLE, and q, k, v contiguous (each one matrix of rows
-    for the tensor descriptors)."""
+    capability 9.x, a Triton of MEASURED_TRITON, head_dim 64 or 128, float16 or bfloat16,
+    sequence lengths multiples of HOPPER_SEQ_MULTIPLE, and q, k, v contiguous (each one matrix
+    of rows for the tensor descriptors)."""
     return (TensorDescriptor is not None and q.is_cuda and k.shape == v.shape
+            and ".".join(triton.__version__.split(".")[:2]) in MEASURED_TRITON
             and q.shape[2] % HOPPER_SEQ_MULTIPLE == 0 and k.shape[2] % HOPPER_SEQ_MULTIPLE == 0
             and torch.cuda.get_device_capability(q.device)[0] == 9
             and q.shape[-1] in HOPPER_HEAD_DIMS

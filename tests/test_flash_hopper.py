@@ -1,0 +1,60 @@
+"""flash_hopper without a GPU: its Gluon kernels run only on Hopper (tests/gpu/
+test_flash_hopper_gpu.py), so here attention_forward must fall back to flash.py and say nothing
+different, hopper_flash_forward must refuse with a message that says what to use, and the
+search space must keep the invariant the kernels rely on (no block reaches the next head)."""
+import pytest
+import torch
+
+from tests.test_flash import make_inputs
+from tilegym_edu.reference import flash, flash_hopper
+from tilegym_edu.tune import Config
+
+SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+
+
+def inputs(shape, seed=0):
+    return make_inputs({"shape": shape, "dtype": torch.float32},
+                       torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_forward_falls_back_to_flash_py_without_a_hopper_gpu(causal, monkeypatch):
+    q, k, v = inputs((1, 4, 2, 19, 23, 32))
+    assert not flash_hopper.hopper_fits(q, k, v)
+    launched = []
+    real = flash.flash_forward
+
+    def recorded(*args, **kwargs):
+        launched.append(args)
+        return real(*args, config=SMALL)
+    monkeypatch.setattr(flash_hopper, "flash_forward", recorded)
+    o, lse = flash_hopper.attention_forward(q, k, v, causal)
+    assert launched, "attention_forward did not run flash.py's forward"
+    expected = flash.attention_reference(q.double(), k.double(), v.double(), causal)
+    assert torch.allclose(o.double(), expected, atol=1e-4)
+    assert lse.shape == q.shape[:3]
+
+
+def test_hopper_flash_forward_says_what_to_use_instead():
+    q, k, v = inputs((1, 2, 2, 128, 128, 64))
+    with pytest.raises(ValueError, match="flash.flash_forward"):
+        flash_hopper.hopper_flash_forward(q, k, v)
+
+
+def test_attention_forward_checks_its_inputs_as_flash_forward_does():
+    q, k, v = inputs((1, 4, 2, 16, 16, 32))
+    with pytest.raises(ValueError, match="multiple of"):
+        flash_hopper.attention_forward(q[:, :3], k, v)
+
+
+def test_no_configuration_reads_past_a_head():
+    """The kernels read q, k and v as one matrix of rows: a block must end where a head ends,
+    which HOPPER_SEQ_MULTIPLE guarantees only if every block size divides it."""
+    assert flash_hopper.HOPPER_SPACE.default == Config(
+        **dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), flash_hopper.HOPPER_CONFIGS[0])))
+    for config in flash_hopper.HOPPER_SPACE.configs(level=1):
+        assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_M"] == 0, config
+        assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_N"] == 0, config
+        assert config["SCHEDULE"] in ("one", "two", "persistent"), config
+        if config["SCHEDULE"] != "one":  # two consumer warpgroups of BLOCK_M // 2 rows
+            assert config["BLOCK_M"] == 128, config
