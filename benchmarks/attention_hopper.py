@@ -16,21 +16,15 @@ import torch
 from tilegym_edu import bench
 from tilegym_edu.reference import flash, flash_hopper
 
-from attention_shapes import BACKENDS, inputs, relative, score_pairs, sdpa, title, tuned_forward
+from attention_shapes import (BACKENDS, FORWARD, inputs, relative, score_pairs, sdpa, title,
+                              tuned_forward)
 from record import finish, header, options, write
 
-#: (batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype): issue 18's table, then
-#: bfloat16, grouped-query heads and a chunk of prefill
-ROWS = [(4, 32, 32, 4096, 4096, 128, False, "float16"),
-        (4, 32, 32, 4096, 4096, 128, True, "float16"),
-        (4, 32, 32, 4096, 4096, 64, False, "float16"),
-        (1, 16, 16, 16384, 16384, 128, True, "float16"),
-        (16, 16, 16, 1024, 1024, 128, False, "float16"),
-        (8, 16, 16, 2048, 2048, 64, True, "float16"),
-        (4, 32, 32, 4096, 4096, 128, True, "bfloat16"),
-        (4, 32, 32, 4096, 4096, 64, False, "bfloat16"),
-        (4, 32, 8, 4096, 4096, 128, True, "float16"),
-        (4, 32, 8, 512, 4096, 128, True, "float16")]
+#: attention_shapes' forward rows that the Gluon kernels take (issue 18's table, bfloat16,
+#: grouped-query heads, a chunk of prefill), and bfloat16 at head size 64
+ROWS = [row for row in FORWARD if row[5] in flash_hopper.HOPPER_HEAD_DIMS
+        and row[3] % flash_hopper.HOPPER_SEQ_MULTIPLE == 0]
+ROWS.append((4, 32, 32, 4096, 4096, 64, False, "bfloat16"))
 
 
 def hopper(q, k, v, causal, config):
