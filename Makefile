@@ -85,17 +85,9 @@ $(BIN)/.hub: $(BIN)/.installed
 	fi
 	touch $@
 
-# pytest-xdist runs the suite in TEST_WORKERS processes (the lesson grading pool is shared
-# between them: tests/conftest.py); TEST_WORKERS=0 runs it in one.
-TEST_WORKERS ?= 2
-$(BIN)/.xdist: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet "pytest-xdist>=3.5"
-	touch $@
-
-test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint $(BIN)/.cluster $(BIN)/.hub \
-		$(BIN)/.xdist
+test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint $(BIN)/.cluster $(BIN)/.hub
 	$(BIN)/python -m ruff check tilegym_edu tests benchmarks solutions
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest
 
 test-hub: $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.hub
 	$(BIN)/python -m pytest tests/browser/test_jupyterhub.py
