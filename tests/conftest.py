@@ -54,8 +54,14 @@ def lesson_grading(tmp_path_factory):
     Future of {lesson: {"solution" or submission: report}}. It takes minutes of every core."""
     from tests.lesson_checks import LESSONS, grade_lessons, grading_pool
     root = copy_of_the_course(tmp_path_factory, "lesson-course")
-    with grading_pool() as pool, ThreadPoolExecutor(1, thread_name_prefix="grading") as runner:
+    pool = grading_pool()
+    runner = ThreadPoolExecutor(1, thread_name_prefix="lesson-grading")
+    try:
         yield runner.submit(grade_lessons, LESSONS, root, tmp_path_factory, pool)
+    finally:  # a session cut short drops the gradings not yet started instead of waiting
+        pool.shutdown(wait=False, cancel_futures=True)
+        runner.shutdown()
+        pool.shutdown()
 
 
 @pytest.fixture(scope="session", autouse=True)
