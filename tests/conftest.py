@@ -64,12 +64,21 @@ def lesson_grading(tmp_path_factory):
         pool.shutdown()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def start_lesson_grading_early(request):
-    """Where this session will need the lesson grading pool, start it with the first test, so
-    that it grades beside the other tests instead of holding up the lesson tests (on 2 cores
-    it took about 5 minutes of both, 2026-12-03)."""
-    if any("lesson_reports" in getattr(item, "fixturenames", ()) for item in request.session.items):
+@pytest.fixture(scope="session")
+def session_grades_lessons(request) -> bool:
+    """Whether a test of this session reads the lesson grading pool."""
+    return any("lesson_reports" in getattr(item, "fixturenames", ())
+               for item in request.session.items)
+
+
+@pytest.fixture(autouse=True)
+def start_lesson_grading_early(request, session_grades_lessons):
+    """Where this session will need the lesson grading pool, start it with the first test
+    outside tests/browser, so that it grades beside the other tests instead of holding up the
+    lesson tests (on 2 cores it takes about 5 minutes of both). The browser tests, first in
+    the session, run without it: they drive JupyterLab by keystrokes, and one waited 900 s for
+    a cell that never started when the machine was busier still (2026-12-03)."""
+    if session_grades_lessons and "browser" not in request.path.parts:
         request.getfixturevalue("lesson_grading")
 
 
