@@ -91,6 +91,54 @@ def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.cons
 
 
 @gluon.jit
+def _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr, s_layout: gl.constexpr):
+    """_softmax_block for key block ``j``, masked if causal and j >= masked_from (the blocks
+    that cross the diagonal); only those pay for the mask."""
+    if CAUSAL:
+        if j >= masked_from:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+                                                True, CAUSAL, s_layout)
+        else:
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+                                                False, CAUSAL, s_layout)
+    else:
+        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+                                            False, CAUSAL, s_layout)
+    return p, m_i, l_i, alpha
+
+
+@gluon.jit
+def _store_rows(acc, l_i, m_i, o_head, lse_head, start, seq_q, stride_os, ROWS: gl.constexpr,
+                HEAD_DIM: gl.constexpr, WARPS: gl.constexpr, o_layout: gl.constexpr,
+                s_layout: gl.constexpr):
+    """The epilogue of ROWS query rows of one (batch, head) from ``start`` on: o = acc / l_i
+    in o's dtype from o_head (that head's o, rows stride_os apart), lse = m_i + log2(l_i) from
+    lse_head; rows past seq_q are not stored."""
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // HEAD_DIM, HEAD_DIM // 8],
+                                                [WARPS, 1], [1, 0])
+    out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+    out = gl.convert_layout(out.to(o_head.dtype.element_ty), out_layout)
+    rows = start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, out_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
+    gl.store(o_head + gl.expand_dims(rows, 1) * stride_os + gl.expand_dims(cols, 0), out,
+             mask=gl.expand_dims(rows < seq_q, 1))
+    lse_rows = start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    gl.store(lse_head + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+
+
+@gluon.jit
+def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                CAUSAL: gl.constexpr):
+    """How many key blocks a query block whose first query sits at ``first_pos`` sees: up to
+    its last query's diagonal if causal, else all of them."""
+    if CAUSAL:
+        return gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
+    else:
+        return seq_k // BLOCK_N
+
+
+@gluon.jit
 def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                         stride_ob, stride_oh, stride_os,
                         H, GROUP, seq_q, seq_k, qk_scale,
@@ -135,12 +183,8 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     # the key blocks this query block sees: up to its last query's diagonal if causal, the
     # blocks from `masked_from` on crossing the diagonal
     first_pos = start_m * BLOCK_M + shift
-    if CAUSAL:
-        n_blocks = gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
-        masked_from = first_pos // BLOCK_N
-    else:
-        n_blocks = seq_k // BLOCK_N
-        masked_from = n_blocks
+    n_blocks = _key_blocks(first_pos, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+    masked_from = first_pos // BLOCK_N
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
@@ -160,16 +204,8 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
                       is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    if CAUSAL:
-        if masked_from == 0:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, True,
-                                                CAUSAL, s_layout)
-        else:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
-                                                CAUSAL, s_layout)
-    else:
-        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
-                                            CAUSAL, s_layout)
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+                                       BLOCK_N, CAUSAL, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_blocks):
@@ -181,16 +217,8 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
-        if CAUSAL:
-            if j >= masked_from:
-                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                    qk_scale, True, CAUSAL, s_layout)
-            else:
-                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                    qk_scale, False, CAUSAL, s_layout)
-        else:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                qk_scale, False, CAUSAL, s_layout)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
+                                           BLOCK_N, CAUSAL, s_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
         if j - 1 + STAGES < n_blocks:  # block j-1's slot is free: fill it with a later block
@@ -208,18 +236,9 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
 
-    # the epilogue: normalise, store the rows that are queries of this head
-    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // HEAD_DIM, HEAD_DIM // 8],
-                                                [num_warps, 1], [1, 0])
-    out = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
-    out = gl.convert_layout(out.to(dtype), out_layout)
-    rows = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
-    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
-    o_ptrs = (o_ptr + b * stride_ob + head * stride_oh + gl.expand_dims(rows, 1) * stride_os
-              + gl.expand_dims(cols, 0))
-    gl.store(o_ptrs, out, mask=gl.expand_dims(rows < seq_q, 1))
-    lse_rows = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
-    gl.store(lse_ptr + bh * seq_q + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+    _store_rows(acc, l_i, m_i, o_ptr + b * stride_ob + head * stride_oh, lse_ptr + bh * seq_q,
+                start_m * BLOCK_M, seq_q, stride_os, BLOCK_M, HEAD_DIM, num_warps, o_layout,
+                s_layout)
 
 
 @gluon.jit
@@ -273,17 +292,6 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 
 
 @gluon.jit
-def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                CAUSAL: gl.constexpr):
-    """How many key blocks a query block whose first query sits at ``first_pos`` sees: up to
-    its last query's diagonal if causal, else all of them."""
-    if CAUSAL:
-        return gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
-    else:
-        return seq_k // BLOCK_N
-
-
-@gluon.jit
 def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                 o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
                 qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -301,8 +309,6 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // HEAD_DIM, HEAD_DIM // 8],
-                                                [4, 1], [1, 0])
     q_tile = q_smem.index(WG)
     zero_s = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
@@ -328,16 +334,8 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
         mbarrier.arrive(k_empty.index(slot), count=1)
         if n_blocks == 1:
             mbarrier.arrive(q_empty.index(WG), count=1)
-        if CAUSAL:
-            if masked_from == 0:
-                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, True,
-                                                    CAUSAL, s_layout)
-            else:
-                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale,
-                                                    False, CAUSAL, s_layout)
-        else:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, 0, q_pos, seq_k, qk_scale, False,
-                                                CAUSAL, s_layout)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+                                           BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
         for j in range(1, n_blocks):
@@ -352,16 +350,8 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
             mbarrier.arrive(k_empty.index(slot), count=1)
             if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
                 mbarrier.arrive(q_empty.index(WG), count=1)
-            if CAUSAL:
-                if j >= masked_from:
-                    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                        qk_scale, True, CAUSAL, s_layout)
-                else:
-                    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                        qk_scale, False, CAUSAL, s_layout)
-            else:
-                p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k,
-                                                    qk_scale, False, CAUSAL, s_layout)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
+                                               BLOCK_N, CAUSAL, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -375,15 +365,9 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
         it += n_blocks
         count += 1
 
-        b = bh // H
-        out = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
-        out = gl.convert_layout(out.to(dtype), out_layout)
-        rows = start + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, out_layout))
-        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
-        gl.store(o_ptr + b * stride_ob + (bh % H) * stride_oh + gl.expand_dims(rows, 1) * stride_os
-                 + gl.expand_dims(cols, 0), out, mask=gl.expand_dims(rows < seq_q, 1))
-        lse_rows = start + gl.arange(0, HALF_M, layout=row_s)
-        gl.store(lse_ptr + bh * seq_q + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+        _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
+                    lse_ptr + bh * seq_q, start, seq_q, stride_os, HALF_M, HEAD_DIM, 4, o_layout,
+                    s_layout)
 
 
 @gluon.jit
@@ -443,7 +427,7 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     capability 9.x, a Triton of MEASURED_TRITON, head_dim 64 or 128, float16 or bfloat16,
     sequence lengths multiples of HOPPER_SEQ_MULTIPLE, and q, k, v contiguous (each one matrix
     of rows for the tensor descriptors)."""
-    return (TensorDescriptor is not None and q.is_cuda and k.shape == v.shape
+    return (TensorDescriptor is not None and q.is_cuda
             and ".".join(triton.__version__.split(".")[:2]) in MEASURED_TRITON
             and q.shape[2] % HOPPER_SEQ_MULTIPLE == 0 and k.shape[2] % HOPPER_SEQ_MULTIPLE == 0
             and torch.cuda.get_device_capability(q.device)[0] == 9
@@ -503,6 +487,13 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
                                         n_tiles, maxnreg=168, **options)
 
 
+def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
+    """The configuration of HOPPER_SPACE the tuner picks for these inputs (raced once per
+    problem, launching into o and lse, then cached)."""
+    return autotune(HOPPER_KERNELS, flash_problem(q, k, causal), HOPPER_SPACE,
+                    lambda c: launch_hopper_flash(q, k, v, o, lse, causal, c), level=level).config
+
+
 @forbidden_in_graded_calls
 def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                          level: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -516,9 +507,8 @@ def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
                          "(or attention_forward, which picks) for the others")
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-    result = autotune(HOPPER_KERNELS, flash_problem(q, k, causal), HOPPER_SPACE,
-                      lambda c: launch_hopper_flash(q, k, v, o, lse, causal, c), level=level)
-    launch_hopper_flash(q, k, v, o, lse, causal, result.config)
+    config = tuned_hopper_config(q, k, v, o, lse, causal, level)
+    launch_hopper_flash(q, k, v, o, lse, causal, config)
     return o, lse
 
 
