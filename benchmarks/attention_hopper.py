@@ -21,10 +21,11 @@ from attention_shapes import (BACKENDS, FORWARD, inputs, relative, score_pairs, 
 from record import finish, header, options, write
 
 #: attention_shapes' forward rows that the Gluon kernels take (issue 18's table, bfloat16,
-#: grouped-query heads, a chunk of prefill), and bfloat16 at head size 64
+#: grouped-query heads, a chunk of prefill), and at head size 64 bfloat16 and causal at 4096
 ROWS = [row for row in FORWARD if row[5] in flash_hopper.HOPPER_HEAD_DIMS
         and row[3] % flash_hopper.HOPPER_SEQ_MULTIPLE == 0]
-ROWS.append((4, 32, 32, 4096, 4096, 64, False, "bfloat16"))
+ROWS += [(4, 32, 32, 4096, 4096, 64, False, "bfloat16"),
+         (4, 32, 32, 4096, 4096, 64, True, "float16")]
 
 
 def hopper(q, k, v, causal, config):
@@ -69,10 +70,14 @@ def compare_row(row, record, configs) -> None:
 def main() -> None:
     parser = options(__doc__)
     parser.add_argument("--rows", type=int, default=len(ROWS), help="the first N rows only")
+    parser.add_argument("--head-dims", type=int, nargs="+", default=flash_hopper.HOPPER_HEAD_DIMS,
+                        help="the rows of these head sizes only")
+    parser.add_argument("--causal", action="store_true", help="the causal rows only")
     args = parser.parse_args()
     record = header(stamp=True)
     record["configs"] = [list(c) for c in flash_hopper.HOPPER_CONFIGS]
-    for row in ROWS[:args.rows]:
+    for row in [row for row in ROWS[:args.rows]
+                if row[5] in args.head_dims and (row[6] or not args.causal)]:
         compare_row(row, record, flash_hopper.HOPPER_CONFIGS)
         write(record, args.out)
     finish(record, args.out)

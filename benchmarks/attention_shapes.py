@@ -136,8 +136,9 @@ def compare_forward(row, record):
     results = bench.compare(fns, flops=4 * d * score_pairs(b, h, sq, sk, causal), rep_ms=400)
     tuned = {"flash.py": dict(result.config)}
     if flash_hopper.hopper_fits(q, k, v):  # what attention_forward tuned at its first call
-        tuned["reference (Gluon)"] = dict(flash_hopper.tuned_hopper_config(
-            q, k, v, torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32), causal))
+        o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+        tuned["reference (Gluon)"] = dict(flash_hopper.tuned_hopper_config(q, k, v, o, lse, causal))
+        tuned["reference path"] = flash_hopper.tuned_forward_launch(q, k, v, o, lse, causal)[0]
     record_row(record, "forward", row, results, errors, failed, tuned)
 
 

@@ -48,13 +48,25 @@ def test_attention_forward_checks_its_inputs_as_flash_forward_does():
 
 
 def test_no_configuration_reads_past_a_head():
-    """The kernels read q, k and v as one matrix of rows: a block must end where a head ends,
-    which HOPPER_SEQ_MULTIPLE guarantees only if every block size divides it."""
+    """The kernels read q, k and v as one matrix of rows: a key/value block must end where a
+    head ends, which HOPPER_SEQ_MULTIPLE guarantees only if every BLOCK_N divides it; so must
+    one warpgroup's BLOCK_M, while the warp-specialised kernel's query tiles of 64 rows a
+    consumer may run past a head (rows it does not store)."""
     assert flash_hopper.HOPPER_SPACE.default == Config(
         **dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), flash_hopper.HOPPER_CONFIGS[0])))
     for config in flash_hopper.HOPPER_SPACE.configs(level=1):
-        assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_M"] == 0, config
         assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_N"] == 0, config
-        assert config["SCHEDULE"] in ("one", "two", "persistent"), config
-        if config["SCHEDULE"] != "one":  # two consumer warpgroups of BLOCK_M // 2 rows
-            assert config["BLOCK_M"] == 128, config
+        assert config["SCHEDULE"] in ("one", "specialised", "persistent"), config
+        if config["SCHEDULE"] == "one":
+            assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_M"] == 0, config
+        else:  # two or three consumer warpgroups of 64 rows
+            assert config["BLOCK_M"] in (128, 192), config
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_three_consumer_warpgroups_race_at_head_size_64_only(head_dim):
+    problem = {"head_dim": head_dim}
+    reasons = {c["BLOCK_M"]: flash_hopper.hopper_prune(c, problem, None)
+               for c in flash_hopper.HOPPER_SPACE.configs(level=1)}
+    assert reasons[128] is None and reasons[64] is None
+    assert (reasons[192] is None) == (head_dim == 64), reasons[192]

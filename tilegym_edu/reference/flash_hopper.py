@@ -13,8 +13,9 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
 
 * ``one``: one warpgroup computes a program's rows and issues its own copies
   (hopper_flash_kernel);
-* ``two``: warp-specialised (hopper_flash_ws_kernel): a producer warp issues every copy, two
-  consumer warpgroups of 64 rows share each key/value block;
+* ``specialised``: warp-specialised (hopper_flash_ws_kernel): a producer warp issues every
+  copy, BLOCK_M // 64 consumer warpgroups of 64 rows (two, or three at head size 64) share
+  each key/value block;
 * ``persistent``: the same, one program per SM taking tile after tile.
 
 On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
@@ -28,7 +29,7 @@ bfloat16, sequence lengths multiples of 128 and contiguous tensors, on compute c
 elsewhere. They do not run in Triton's interpreter: their tests are in tests/gpu/.
 """
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 import triton
@@ -37,7 +38,8 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference.flash import check_flash_inputs, flash_forward, flash_problem
+from tilegym_edu.reference.flash import (FLASH_SPACE, check_flash_inputs, flash_forward,
+                                         flash_forward_kernel, flash_problem, launch_flash_forward)
 from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
 try:  # Gluon's Hopper modules (Triton 3.5 and newer)
@@ -55,6 +57,10 @@ MEASURED_TRITON = ("3.6",)
 
 #: the head sizes the kernel takes (one wgmma instruction's N is the head size)
 HOPPER_HEAD_DIMS = (64, 128)
+
+#: the query rows each consumer warpgroup of hopper_flash_ws_kernel computes (one wgmma's M for
+#: four warps)
+CONSUMER_ROWS = gl.constexpr(64)
 
 
 @gluon.jit
@@ -128,30 +134,68 @@ def _store_rows(acc, l_i, m_i, o_head, lse_head, start, seq_q, stride_os, ROWS: 
 
 
 @gluon.jit
+def _unmasked_end(masked_from, n_blocks, CAUSAL: gl.constexpr):
+    """Where a query block's unmasked key blocks end: at the first block crossing its
+    diagonal if causal, else after the last block."""
+    if CAUSAL:
+        return gl.minimum(masked_from, n_blocks)
+    else:
+        return n_blocks
+
+
+@gluon.jit
 def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 CAUSAL: gl.constexpr):
     """How many key blocks a query block whose first query sits at ``first_pos`` sees: up to
-    its last query's diagonal if causal, else all of them."""
+    its last query's diagonal if causal (at most all of them: a head's last block of 192
+    queries may reach past seq_q), else all of them."""
     if CAUSAL:
-        return gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
+        return gl.minimum(gl.cdiv(first_pos + BLOCK_M, BLOCK_N), seq_k // BLOCK_N)
     else:
         return seq_k // BLOCK_N
 
 
 @gluon.jit
+def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row, n_blocks, acc,
+              p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale, STAGES: gl.constexpr,
+              BLOCK_N: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
+              s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Key block j (>= 1) of hopper_flash_kernel's loop: block j's scores and block j-1's P·V
+    (p_op) issued together, block j's softmax while P·V runs, then block j-1's ring slot
+    refilled. Returns (acc, p_op, m_i, l_i) for block j + 1. MASKED blocks pay for the mask."""
+    slot = j % STAGES
+    prev = (j - 1) % STAGES
+    mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+    s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                      is_async=True)
+    mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
+    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale, MASKED,
+                                        CAUSAL, s_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    if j - 1 + STAGES < n_blocks:  # block j-1's slot is free: fill it with a later block
+        _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, j - 1 + STAGES, STAGES,
+                  BLOCK_N)
+    p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+    return acc, p_op, m_i, l_i
+
+
+@gluon.jit
 def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                         stride_ob, stride_oh, stride_os,
-                        H, GROUP, seq_q, seq_k, qk_scale,
+                        H, GROUP, seq_q, seq_k, qk_scale, lpt_heads,
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
-    """o and lse for BLOCK_M queries of one (batch, head): program (i, b * H + head). q, k, v
+    """o and lse for BLOCK_M queries of one (batch, head). q, k, v
     come as tensor descriptors over their (batch * heads * seq, head_dim) rows; query head h
     reads key/value head h // GROUP; seq_q and seq_k are multiples of BLOCK_M and BLOCK_N (a
     block never reaches into the next head's rows). The key loop runs software-pipelined:
     scores of block j and the product of block j-1 on the tensor cores while block j's softmax
-    runs."""
-    start_m = gl.program_id(0)
-    bh = gl.program_id(1)
+    runs. Program i computes tile i in _tile's order (a grid of one program a tile)."""
+    n_m = seq_q // BLOCK_M
+    start_m, bh = _tile(gl.program_id(0), n_m, gl.num_programs(0) // n_m, lpt_heads, CAUSAL)
     b = bh // H
     head = bh % H
     kv_row = (b * (H // GROUP) + head // GROUP) * seq_k
@@ -167,7 +211,6 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                                                        instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -208,23 +251,21 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                                        BLOCK_N, CAUSAL, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-    for j in range(1, n_blocks):
-        slot = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
-        s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
-                          is_async=True)
-        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
-                                           BLOCK_N, CAUSAL, s_layout)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        if j - 1 + STAGES < n_blocks:  # block j-1's slot is free: fill it with a later block
-            _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, j - 1 + STAGES,
-                      STAGES, BLOCK_N)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+    # the blocks left of the diagonal in one loop, those crossing it in another: a branch in
+    # one loop's body would keep both paths' registers live (254 a thread at head size 64
+    # causal against 155 without the mask, ptxas says)
+    unmasked_end = _unmasked_end(masked_from, n_blocks, CAUSAL)
+    for j in range(1, unmasked_end):
+        acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                                        kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s, q_pos,
+                                        seq_k, qk_scale, STAGES, BLOCK_N, False, CAUSAL, s_layout,
+                                        o_layout, p_layout)
+    if CAUSAL:
+        for j in range(gl.maximum(unmasked_end, 1), n_blocks):
+            acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc,
+                                            v_desc, kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s,
+                                            q_pos, seq_k, qk_scale, STAGES, BLOCK_N, True, CAUSAL,
+                                            s_layout, o_layout, p_layout)
 
     last = (n_blocks - 1) % STAGES
     mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
@@ -242,39 +283,49 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
 
 
 @gluon.jit
-def _tile(tile, n_m, CAUSAL: gl.constexpr):
-    """(start_m, bh) of tile number ``tile``: the query blocks of one (batch, head) are
-    consecutive tiles, so the programs running at once share that head's keys in L2; causal
-    tiles go last block first, the longest rows before the shortest, so the programs that
-    finish early take the short ones."""
-    bh = tile // n_m
-    start_m = tile % n_m
+def _tile(tile, n_m, n_bh, lpt_heads, CAUSAL: gl.constexpr):
+    """(start_m, bh) of tile number ``tile`` of n_m query blocks times n_bh (batch, head)s.
+    Without a mask a head's query blocks are consecutive tiles, so the programs running at
+    once share its keys in L2. Causal tiles differ in length (query block i sees i + 1 blocks
+    of keys), so they come longest first: in groups of ``lpt_heads`` heads, every head's last
+    query block, then every head's second last, and so on. The GPU (or the persistent
+    programs) then start the long tiles early and end on short ones (longest processing time
+    first), while a group's keys still fit in L2."""
     if CAUSAL:
-        start_m = n_m - 1 - start_m
+        per_group = lpt_heads * n_m
+        first = (tile // per_group) * lpt_heads
+        heads = gl.minimum(lpt_heads, n_bh - first)
+        r = tile % per_group
+        start_m = n_m - 1 - r // heads
+        bh = first + r % heads
+    else:
+        bh = tile // n_m
+        start_m = tile % n_m
     return start_m, bh
 
 
 @gluon.jit
 def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
+             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads, BLOCK_M: gl.constexpr,
              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    """The producer warp: for each of the program's tiles, both consumers' q blocks (once they
-    are done with the last ones), then the tile's key/value blocks into the ring, each slot
-    once both consumers have released it (k_empty, v_empty). ``it`` counts the key/value
-    blocks this program has loaded, so the ring's slots and phases run on across tiles."""
-    HALF_M: gl.constexpr = BLOCK_M // 2
-    n_m = seq_q // BLOCK_M
+    """The producer warp: for each of the program's tiles, every consumer's q block (once it is
+    done with its last one), then the tile's key/value blocks into the ring, each slot once
+    every consumer has released it (k_empty, v_empty). ``it`` counts the key/value blocks this
+    program has loaded, so the ring's slots and phases run on across tiles."""
+    CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    n_m = gl.cdiv(seq_q, BLOCK_M)
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
+        start_m, bh = _tile(tile, n_m, n_tiles // n_m, lpt_heads, CAUSAL)
         b = bh // H
         kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
-        for w in gl.static_range(2):
+        for w in gl.static_range(CONSUMERS):
             mbarrier.wait(q_empty.index(w), (count & 1) ^ 1)  # a new barrier passes phase 1
             mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [bh * seq_q + start_m * BLOCK_M + w * HALF_M,
-                                                     0], q_ready.index(w), q_smem.index(w))
+            tma.async_copy_global_to_shared(
+                q_desc, [bh * seq_q + start_m * BLOCK_M + w * CONSUMER_ROWS, 0],
+                q_ready.index(w), q_smem.index(w))
         n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
         for j in range(n_blocks):
             slot = it % STAGES
@@ -292,15 +343,45 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 
 
 @gluon.jit
+def _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                  q_free, acc, p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale,
+                  STAGES: gl.constexpr, BLOCK_N: gl.constexpr, MASKED: gl.constexpr,
+                  CAUSAL: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                  p_layout: gl.constexpr):
+    """Key block j (>= 1) of a consumer's tile, the program's block it + j in the ring: as
+    _one_step, each slot released to the producer once its matmul has read it, and q's slot
+    (its barrier ``q_free``) once the tile's last scores are in."""
+    prev = (it + j - 1) % STAGES
+    slot = (it + j) % STAGES
+    mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
+    mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
+    s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                      is_async=True)
+    acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s,))
+    mbarrier.arrive(k_empty.index(slot), count=1)
+    if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
+        mbarrier.arrive(q_free, count=1)
+    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale, MASKED,
+                                        CAUSAL, s_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    mbarrier.arrive(v_empty.index(prev), count=1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
+    return acc, p_op, m_i, l_i
+
+
+@gluon.jit
 def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                 o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
-                qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                lpt_heads, qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    """One consumer warpgroup: for each of the program's tiles, its BLOCK_M // 2 rows (rows
-    WG * BLOCK_M // 2 on), the key loop software-pipelined as in hopper_flash_kernel, each
+    """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
+    WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
-    slot once the last scores are in."""
-    HALF_M: gl.constexpr = BLOCK_M // 2
+    slot once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
+    computed on whatever q rows the copy brought and not stored."""
+    ROWS: gl.constexpr = CONSUMER_ROWS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -308,22 +389,21 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
                                                        instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_tile = q_smem.index(WG)
-    zero_s = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout=s_layout)
+    zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
-    n_m = seq_q // BLOCK_M
+    n_m = gl.cdiv(seq_q, BLOCK_M)
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
-        start = start_m * BLOCK_M + WG * HALF_M
+        start_m, bh = _tile(tile, n_m, n_tiles // n_m, lpt_heads, CAUSAL)
+        start = start_m * BLOCK_M + WG * ROWS
         n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
-        q_pos = start + shift + gl.arange(0, HALF_M, layout=row_s)
+        q_pos = start + shift + gl.arange(0, ROWS, layout=row_s)
         masked_from = (start + shift) // BLOCK_N
-        m_i = gl.full([HALF_M], -float("inf"), gl.float32, layout=row_s)
-        l_i = gl.full([HALF_M], 0.0, gl.float32, layout=row_s)
-        acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, layout=o_layout)
+        m_i = gl.full([ROWS], -float("inf"), gl.float32, layout=row_s)
+        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
         mbarrier.wait(q_ready.index(WG), count & 1)
         slot = it % STAGES
@@ -338,24 +418,20 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
                                            BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-        for j in range(1, n_blocks):
-            prev = (it + j - 1) % STAGES
-            slot = (it + j) % STAGES
-            mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
-            mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
-            s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
-                              is_async=True)
-            acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-            s = warpgroup_mma_wait(1, deps=(s,))
-            mbarrier.arrive(k_empty.index(slot), count=1)
-            if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
-                mbarrier.arrive(q_empty.index(WG), count=1)
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
-                                               BLOCK_N, CAUSAL, s_layout)
-            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            mbarrier.arrive(v_empty.index(prev), count=1)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+        unmasked_end = _unmasked_end(masked_from, n_blocks, CAUSAL)  # as in hopper_flash_kernel
+        for j in range(1, unmasked_end):
+            acc, p_op, m_i, l_i = _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem, k_ready,
+                                                v_ready, k_empty, v_empty, q_empty.index(WG), acc,
+                                                p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale,
+                                                STAGES, BLOCK_N, False, CAUSAL, s_layout, o_layout,
+                                                p_layout)
+        if CAUSAL:
+            for j in range(gl.maximum(unmasked_end, 1), n_blocks):
+                acc, p_op, m_i, l_i = _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem,
+                                                    k_ready, v_ready, k_empty, v_empty,
+                                                    q_empty.index(WG), acc, p_op, m_i, l_i, zero_s,
+                                                    q_pos, seq_k, qk_scale, STAGES, BLOCK_N, True,
+                                                    CAUSAL, s_layout, o_layout, p_layout)
 
         last = (it + n_blocks - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
@@ -366,59 +442,84 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
         count += 1
 
         _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
-                    lse_ptr + bh * seq_q, start, seq_q, stride_os, HALF_M, HEAD_DIM, 4, o_layout,
+                    lse_ptr + bh * seq_q, start, seq_q, stride_os, ROWS, HEAD_DIM, 4, o_layout,
                     s_layout)
 
 
 @gluon.jit
 def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
-                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
+                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles, lpt_heads,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
-    warp issues every TMA copy, and two consumer warpgroups of BLOCK_M // 2 rows each share the
-    key/value ring, so a block of keys crosses from L2 once for BLOCK_M queries while each
-    warpgroup's softmax can run beside the other's matmuls. Program i takes tiles i, i + grid,
-    ... of the n_tiles = batch * H * seq_q / BLOCK_M (one per program when the grid is that
-    large; a persistent grid of one program per SM lets the producer load the next tile's
-    blocks while the consumers store the last one's output). Other arguments as
-    hopper_flash_kernel's; launched with num_warps=4 (the first consumer) plus 4 + 1 worker
-    warps."""
-    HALF_M: gl.constexpr = BLOCK_M // 2
+    warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
+    three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
+    L2 once for BLOCK_M queries while each warpgroup's softmax can run beside the others'
+    matmuls. Program i takes tiles i, i + grid, ... of the n_tiles = batch * H * cdiv(seq_q,
+    BLOCK_M) (one per program when the grid is that large; a persistent grid of one program per
+    SM lets the producer load the next tile's blocks while the consumers store the last one's
+    output). Other arguments as hopper_flash_kernel's, q's descriptor in blocks of
+    CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer) plus the other
+    consumers' 4 warps each and the producer's 1. Two consumers run with 240 registers a thread
+    each, three with 160-168 (the 64K of an SM shared among 16 warps)."""
+    CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # both consumers release each slot
-        mbarrier.init(v_empty.index(i), count=2)
-    gl.warp_specialize([
-        (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
-                       v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k,
-                       n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
-        (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
-                       v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k,
-                       n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
-        (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                    v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M,
-                    BLOCK_N, STAGES, CAUSAL)),
-    ], [4, 1], [240, 24])
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)  # every consumer releases each slot
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
+    # the partitions must be spelled out in the call: Gluon takes no function in a variable
+    if CONSUMERS == 3:
+        gl.warp_specialize([
+            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
+                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 0, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, STAGES, CAUSAL)),
+            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
+                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 1, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, STAGES, CAUSAL)),
+            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
+                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 2, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, STAGES, CAUSAL)),
+            (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads,
+                        BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
+        ], [4, 4, 1], [160, 160, 32])
+    else:
+        gl.warp_specialize([
+            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
+                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 0, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, STAGES, CAUSAL)),
+            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
+                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 1, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, STAGES, CAUSAL)),
+            (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads,
+                        BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
+        ], [4, 1], [240, 24])
 
 
-#: seq_q and seq_k must be multiples of this (the largest block of either kind), so that no
-#: block of rows reaches into the next head's
+#: seq_q and seq_k must be multiples of this (a key/value block never reaches into the next
+#: head's rows; a block of queries may, in hopper_flash_ws_kernel, whose rows past seq_q are
+#: not stored)
 HOPPER_SEQ_MULTIPLE = 128
 
 
@@ -437,19 +538,33 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 #: configurations the tuner races: (BLOCK_M, BLOCK_N, STAGES, SCHEDULE). SCHEDULE "one": one
-#: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "two": two warpgroups of
-#: BLOCK_M // 2 rows each and a producer warp (hopper_flash_ws_kernel), a program a tile;
-#: "persistent": the same, one program per SM taking tile after tile. 128 x 128 blocks on one
-#: warpgroup are left out: their scores and output overflow its registers (ptxas spills 0.4-2.2
-#: KB a thread)
-HOPPER_CONFIGS = ((128, 128, 2, "two"), (128, 128, 2, "persistent"), (64, 128, 2, "one"),
-                  (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"), (128, 64, 3, "two"))
+#: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "specialised": BLOCK_M //
+#: 64 consumer warpgroups of 64 rows each and a producer warp (hopper_flash_ws_kernel), a
+#: program a tile; "persistent": the same, one program per SM taking tile after tile. 128 x 128
+#: blocks on one warpgroup are left out: their scores and output overflow its registers
+#: (ptxas spills 0.4-2.2 KB a thread); three consumers (BLOCK_M 192) run at head size 64 only
+#: (hopper_prune)
+HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
+                  (64, 128, 2, "one"), (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"),
+                  (128, 64, 3, "specialised"), (192, 128, 2, "specialised"),
+                  (192, 128, 2, "persistent"))
+
+
+def hopper_prune(config: Config, problem: Mapping[str, object], resources) -> str | None:
+    """Why the tuner skips ``config`` for ``problem`` (None: it races). Three consumer
+    warpgroups share an SM's registers 160-168 a thread each: at head size 128 a warpgroup's
+    64 x 128 output and scores need more (ptxas spills)."""
+    if config["BLOCK_M"] // CONSUMER_ROWS == 3 and problem["head_dim"] > 64:
+        return "three consumer warpgroups take head size 64 only: at 128 their registers spill"
+    return None
+
 
 #: the same as the tuner's search space: the first is the default (what a correctness check
 #: runs), level 1 races them all
 HOPPER_SPACE = SearchSpace(
     default=Config(**dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[0]))),
-    small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]))
+    small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]),
+    prune=hopper_prune)
 
 #: what the tuner keys its results on: the source of both kernels
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", (hopper_flash_kernel, hopper_flash_ws_kernel))
@@ -470,21 +585,35 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
         config = tuple(config[name] for name in ("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"))
     block_m, block_n, stages, schedule = config
     batch, heads, seq_q, head_dim = q.shape
-    seq_k = k.shape[2]
-    grid = (triton.cdiv(seq_q, block_m), batch * heads)
+    n_m = triton.cdiv(seq_q, block_m)
+    n_tiles = n_m * batch * heads
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     args = (o, lse, o.stride(0), o.stride(1), o.stride(2), heads, heads // k.shape[1], seq_q,
-            seq_k, LOG2E / math.sqrt(head_dim))
+            k.shape[2], LOG2E / math.sqrt(head_dim))
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (_descriptor(k, block_n), _descriptor(v, block_n))
+    # longest first across heads only on the persistent grid: launched a program a tile, the
+    # schedules ran 8-10% slower causal with it (head by head, 0.92x against 1.01x cuDNN at
+    # B4 H32 S4096 D128, run f of 2026-12-03), so there each head's tiles come on their own
+    lpt = lpt_heads(n_m, batch * heads, sms) if schedule == "persistent" else 1
     if schedule == "one":
-        hopper_flash_kernel[grid](_descriptor(q, block_m), *descriptors, *args, **options)
+        hopper_flash_kernel[(n_tiles,)](_descriptor(q, block_m), *descriptors, *args, lpt,
+                                        **options)
         return
-    n_tiles = grid[0] * grid[1]
-    programs = (min(n_tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
-                if schedule == "persistent" else n_tiles)
-    hopper_flash_ws_kernel[(programs,)](_descriptor(q, block_m // 2), *descriptors, *args,
-                                        n_tiles, maxnreg=168, **options)
+    programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
+    hopper_flash_ws_kernel[(programs,)](_descriptor(q, CONSUMER_ROWS.value), *descriptors, *args,
+                                        n_tiles, lpt, **options)
+
+
+def lpt_heads(n_m: int, n_bh: int, sms: int) -> int:
+    """How many heads' causal tiles _tile orders together, longest first, for the persistent
+    grid: enough for two tiles an SM (so a group's long tiles have started well before its
+    short ones run out), at most all of them. n_m query blocks a head, n_bh (batch, head)s,
+    sms the GPU's SMs. At B1 H16 S16384 in tiles of 128 queries: 3 heads, their keys and
+    values 24 MiB at head size 128 (the H200's L2 holds 60); the persistent schedule went from
+    0.74x to 0.92x cuDNN there."""
+    return max(1, min(n_bh, triton.cdiv(2 * sms, n_m)))
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
@@ -512,16 +641,45 @@ def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     return o, lse
 
 
+#: where the Gluon kernels take the inputs, attention_forward races them (tuned) against
+#: flash.py's Triton kernel (tuned): at head size 64 causal flash.py was the faster (0.94x
+#: against 0.90x cuDNN at B8 H16 S2048, 0.98x against 0.94x at B4 H32 S4096, run f)
+FORWARD_PATHS = SearchSpace(default=Config(PATH="gluon"), small=(Config(PATH="flash.py"),))
+
+#: what the race between the two is keyed on: the source of every kernel in it
+FORWARD_KERNELS = KernelGroup("attention_forward",
+                              (hopper_flash_kernel, hopper_flash_ws_kernel, flash_forward_kernel))
+
+
+def tuned_forward_launch(q, k, v, o, lse, causal: bool) -> tuple[str, Callable[[], None]]:
+    """(path, launch) for inputs hopper_fits takes: the faster of the tuned Gluon kernels
+    ("gluon") and the tuned flash.py ("flash.py"), raced once per problem and then cached, and
+    a launch of it that writes o and lse."""
+    problem = flash_problem(q, k, causal)
+    gluon_config = tuned_hopper_config(q, k, v, o, lse, causal)
+    triton_config = autotune(flash_forward_kernel, problem, FLASH_SPACE,
+                             lambda c: launch_flash_forward(q, k, v, o, lse, causal, c)).config
+    launches = {"gluon": lambda: launch_hopper_flash(q, k, v, o, lse, causal, gluon_config),
+                "flash.py": lambda: launch_flash_forward(q, k, v, o, lse, causal, triton_config)}
+    path = autotune(FORWARD_KERNELS, problem, FORWARD_PATHS,
+                    lambda c: launches[c["PATH"]]()).config["PATH"]
+    return path, launches[path]
+
+
 @forbidden_in_graded_calls
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The course's fastest forward for these inputs: the Gluon kernels where hopper_fits
-    takes them, flash.flash_forward (any head size up to 256, any strides, any GPU or the
-    interpreter) everywhere else. Returns (o, lse) as flash.flash_forward does."""
+    """The course's fastest forward for these inputs: where hopper_fits takes them, the faster
+    of the Gluon kernels and flash.py (tuned_forward_launch); flash.flash_forward (any head
+    size up to 256, any strides, any GPU or the interpreter) everywhere else. Returns (o, lse)
+    as flash.flash_forward does."""
     check_flash_inputs(q, k, v, causal)
-    if hopper_fits(q, k, v):
-        return hopper_flash_forward(q, k, v, causal)
-    return flash_forward(q, k, v, causal)
+    if not hopper_fits(q, k, v):
+        return flash_forward(q, k, v, causal)
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    tuned_forward_launch(q, k, v, o, lse, causal)[1]()
+    return o, lse
 
 
 forbidden_in_graded_calls(hopper_flash_kernel)
