@@ -19,14 +19,17 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
 * ``persistent``: the same, one program per SM taking tile after tile.
 
 On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
-rows at head sizes 64 and 128 but one (0.94x at B8 H16 S2048 D64 causal), 1.10x at 16k causal.
+rows at head sizes 64 and 128 but one, 1.10x at 16k causal; three consumer warpgroups took head
+size 64 from 1.00x to 1.05-1.06x. The one row short, B8 H16 S2048 D64 causal, runs flash.py,
+which attention_forward races against these kernels and which won there (0.95x against 0.90-0.92x).
 
 Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
 head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
 (batch, heads, seq_q) float32 in log2 units. These kernels take head_dim 64 or 128, float16 or
 bfloat16, sequence lengths multiples of 128 and contiguous tensors, on compute capability 9.x
-(``hopper_fits``); ``attention_forward`` uses them where they fit and ``flash.flash_forward``
-elsewhere. They do not run in Triton's interpreter: their tests are in tests/gpu/.
+(``hopper_fits``); where they fit, ``attention_forward`` runs the faster of them and
+``flash.flash_forward``, elsewhere flash.py. They do not run in Triton's interpreter: their tests
+are in tests/gpu/.
 """
 import math
 from collections.abc import Callable, Mapping
@@ -185,7 +188,7 @@ def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row,
 @gluon.jit
 def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                         stride_ob, stride_oh, stride_os,
-                        H, GROUP, seq_q, seq_k, qk_scale, lpt_heads,
+                        H, GROUP, seq_q, seq_k, qk_scale,
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
     """o and lse for BLOCK_M queries of one (batch, head). q, k, v
@@ -195,7 +198,7 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     scores of block j and the product of block j-1 on the tensor cores while block j's softmax
     runs. Program i computes tile i in _tile's order (a grid of one program a tile)."""
     n_m = seq_q // BLOCK_M
-    start_m, bh = _tile(gl.program_id(0), n_m, gl.num_programs(0) // n_m, lpt_heads, CAUSAL)
+    start_m, bh = _tile(gl.program_id(0), n_m, CAUSAL)
     b = bh // H
     head = bh % H
     kv_row = (b * (H // GROUP) + head // GROUP) * seq_k
@@ -283,30 +286,21 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
 
 
 @gluon.jit
-def _tile(tile, n_m, n_bh, lpt_heads, CAUSAL: gl.constexpr):
-    """(start_m, bh) of tile number ``tile`` of n_m query blocks times n_bh (batch, head)s.
-    Without a mask a head's query blocks are consecutive tiles, so the programs running at
-    once share its keys in L2. Causal tiles differ in length (query block i sees i + 1 blocks
-    of keys), so they come longest first: in groups of ``lpt_heads`` heads, every head's last
-    query block, then every head's second last, and so on. The GPU (or the persistent
-    programs) then start the long tiles early and end on short ones (longest processing time
-    first), while a group's keys still fit in L2."""
+def _tile(tile, n_m, CAUSAL: gl.constexpr):
+    """(start_m, bh) of tile number ``tile``: the query blocks of one (batch, head) are
+    consecutive tiles, so the programs running at once share that head's keys in L2; causal
+    tiles go last block first, the longest rows before the shortest, so the programs that
+    finish early take the short ones."""
+    bh = tile // n_m
+    start_m = tile % n_m
     if CAUSAL:
-        per_group = lpt_heads * n_m
-        first = (tile // per_group) * lpt_heads
-        heads = gl.minimum(lpt_heads, n_bh - first)
-        r = tile % per_group
-        start_m = n_m - 1 - r // heads
-        bh = first + r % heads
-    else:
-        bh = tile // n_m
-        start_m = tile % n_m
+        start_m = n_m - 1 - start_m
     return start_m, bh
 
 
 @gluon.jit
 def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads, BLOCK_M: gl.constexpr,
+             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """The producer warp: for each of the program's tiles, every consumer's q block (once it is
     done with its last one), then the tile's key/value blocks into the ring, each slot once
@@ -317,7 +311,7 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, n_tiles // n_m, lpt_heads, CAUSAL)
+        start_m, bh = _tile(tile, n_m, CAUSAL)
         b = bh // H
         kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
         for w in gl.static_range(CONSUMERS):
@@ -343,38 +337,9 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 
 
 @gluon.jit
-def _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
-                  q_free, acc, p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale,
-                  STAGES: gl.constexpr, BLOCK_N: gl.constexpr, MASKED: gl.constexpr,
-                  CAUSAL: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                  p_layout: gl.constexpr):
-    """Key block j (>= 1) of a consumer's tile, the program's block it + j in the ring: as
-    _one_step, each slot released to the producer once its matmul has read it, and q's slot
-    (its barrier ``q_free``) once the tile's last scores are in."""
-    prev = (it + j - 1) % STAGES
-    slot = (it + j) % STAGES
-    mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
-    mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
-    s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
-                      is_async=True)
-    acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-    s = warpgroup_mma_wait(1, deps=(s,))
-    mbarrier.arrive(k_empty.index(slot), count=1)
-    if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
-        mbarrier.arrive(q_free, count=1)
-    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale, MASKED,
-                                        CAUSAL, s_layout)
-    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    mbarrier.arrive(v_empty.index(prev), count=1)
-    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
-    p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
-    return acc, p_op, m_i, l_i
-
-
-@gluon.jit
 def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                 o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
-                lpt_heads, qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
@@ -389,6 +354,7 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
                                                        instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_tile = q_smem.index(WG)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
@@ -396,7 +362,7 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, n_tiles // n_m, lpt_heads, CAUSAL)
+        start_m, bh = _tile(tile, n_m, CAUSAL)
         start = start_m * BLOCK_M + WG * ROWS
         n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
         q_pos = start + shift + gl.arange(0, ROWS, layout=row_s)
@@ -418,20 +384,24 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
                                            BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-        unmasked_end = _unmasked_end(masked_from, n_blocks, CAUSAL)  # as in hopper_flash_kernel
-        for j in range(1, unmasked_end):
-            acc, p_op, m_i, l_i = _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem, k_ready,
-                                                v_ready, k_empty, v_empty, q_empty.index(WG), acc,
-                                                p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale,
-                                                STAGES, BLOCK_N, False, CAUSAL, s_layout, o_layout,
-                                                p_layout)
-        if CAUSAL:
-            for j in range(gl.maximum(unmasked_end, 1), n_blocks):
-                acc, p_op, m_i, l_i = _consume_step(j, it, n_blocks, q_tile, k_smem, v_smem,
-                                                    k_ready, v_ready, k_empty, v_empty,
-                                                    q_empty.index(WG), acc, p_op, m_i, l_i, zero_s,
-                                                    q_pos, seq_k, qk_scale, STAGES, BLOCK_N, True,
-                                                    CAUSAL, s_layout, o_layout, p_layout)
+        for j in range(1, n_blocks):
+            prev = (it + j - 1) % STAGES
+            slot = (it + j) % STAGES
+            mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
+            s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                              is_async=True)
+            acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s,))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
+                mbarrier.arrive(q_empty.index(WG), count=1)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
+                                               BLOCK_N, CAUSAL, s_layout)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
 
         last = (it + n_blocks - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
@@ -449,7 +419,7 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
 @gluon.jit
 def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
-                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles, lpt_heads,
+                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
@@ -487,32 +457,32 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         gl.warp_specialize([
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 0, BLOCK_M, BLOCK_N,
+                           seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
                            HEAD_DIM, STAGES, CAUSAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 1, BLOCK_M, BLOCK_N,
+                           seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
                            HEAD_DIM, STAGES, CAUSAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 2, BLOCK_M, BLOCK_N,
+                           seq_q, seq_k, n_tiles, qk_scale, 2, BLOCK_M, BLOCK_N,
                            HEAD_DIM, STAGES, CAUSAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
         gl.warp_specialize([
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 0, BLOCK_M, BLOCK_N,
+                           seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
                            HEAD_DIM, STAGES, CAUSAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, lpt_heads, qk_scale, 1, BLOCK_M, BLOCK_N,
+                           seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
                            HEAD_DIM, STAGES, CAUSAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, lpt_heads,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
         ], [4, 1], [240, 24])
 
@@ -593,27 +563,12 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (_descriptor(k, block_n), _descriptor(v, block_n))
-    # longest first across heads only on the persistent grid: launched a program a tile, the
-    # schedules ran 8-10% slower causal with it (head by head, 0.92x against 1.01x cuDNN at
-    # B4 H32 S4096 D128, run f of 2026-12-03), so there each head's tiles come on their own
-    lpt = lpt_heads(n_m, batch * heads, sms) if schedule == "persistent" else 1
     if schedule == "one":
-        hopper_flash_kernel[(n_tiles,)](_descriptor(q, block_m), *descriptors, *args, lpt,
-                                        **options)
+        hopper_flash_kernel[(n_tiles,)](_descriptor(q, block_m), *descriptors, *args, **options)
         return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
     hopper_flash_ws_kernel[(programs,)](_descriptor(q, CONSUMER_ROWS.value), *descriptors, *args,
-                                        n_tiles, lpt, **options)
-
-
-def lpt_heads(n_m: int, n_bh: int, sms: int) -> int:
-    """How many heads' causal tiles _tile orders together, longest first, for the persistent
-    grid: enough for two tiles an SM (so a group's long tiles have started well before its
-    short ones run out), at most all of them. n_m query blocks a head, n_bh (batch, head)s,
-    sms the GPU's SMs. At B1 H16 S16384 in tiles of 128 queries: 3 heads, their keys and
-    values 24 MiB at head size 128 (the H200's L2 holds 60); the persistent schedule went from
-    0.74x to 0.92x cuDNN there."""
-    return max(1, min(n_bh, triton.cdiv(2 * sms, n_m)))
+                                        n_tiles, **options)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
