@@ -1552,9 +1552,12 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # | B16 H16 S1024 D128 | 588 | 586 | 1.00x |
 # | B8 H16 S2048 D64 causal | 346 | 368 | 0.94x |
 #
-# The last row is still behind. At head size 64 a score costs half the matmul work it costs at 128
-# but the same exponential, so the softmax, which the tensor cores cannot take, weighs twice as
-# much. The exercises stay in Triton: Gluon kernels run only on the GPU they were written for,
+# At head size 64 a score costs half the matmul work it costs at 128 but the same exponential, so
+# the softmax, which the tensor cores cannot take, weighs twice as much. A third consumer
+# warpgroup (192 query rows a program, each warpgroup's softmax beside two others' matmuls) took
+# the third row to 1.06x cuDNN (508 against 480 TFLOP/s, a later run at 1980 MHz). The last row
+# stayed behind: there flash.py beat every Gluon schedule (0.94x against 0.90-0.92x), so
+# `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon kernels run only on the GPU they were written for,
 # never in the interpreter, and a learner without a Hopper GPU could not run them.
 
 # %% [markdown] id="cell-42"
