@@ -147,13 +147,26 @@ def _unmasked_end(masked_from, n_blocks, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _query_blocks(seq_q, BLOCK_M: gl.constexpr, PARTIAL: gl.constexpr):
+    """How many blocks of BLOCK_M queries a head has; PARTIAL: seq_q is not a multiple of
+    BLOCK_M (tiles of 192 queries), the last block runs past the head."""
+    if PARTIAL:
+        return gl.cdiv(seq_q, BLOCK_M)
+    else:
+        return seq_q // BLOCK_M
+
+
+@gluon.jit
 def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                CAUSAL: gl.constexpr):
+                CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
     """How many key blocks a query block whose first query sits at ``first_pos`` sees: up to
-    its last query's diagonal if causal (at most all of them: a head's last block of 192
-    queries may reach past seq_q), else all of them."""
+    its last query's diagonal if causal (at most all of them where a PARTIAL block reaches
+    past seq_q), else all of them."""
     if CAUSAL:
-        return gl.minimum(gl.cdiv(first_pos + BLOCK_M, BLOCK_N), seq_k // BLOCK_N)
+        if PARTIAL:
+            return gl.minimum(gl.cdiv(first_pos + BLOCK_M, BLOCK_N), seq_k // BLOCK_N)
+        else:
+            return gl.cdiv(first_pos + BLOCK_M, BLOCK_N)
     else:
         return seq_k // BLOCK_N
 
@@ -229,7 +242,7 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     # the key blocks this query block sees: up to its last query's diagonal if causal, the
     # blocks from `masked_from` on crossing the diagonal
     first_pos = start_m * BLOCK_M + shift
-    n_blocks = _key_blocks(first_pos, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+    n_blocks = _key_blocks(first_pos, seq_k, BLOCK_M, BLOCK_N, CAUSAL, False)
     masked_from = first_pos // BLOCK_N
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
@@ -301,13 +314,14 @@ def _tile(tile, n_m, CAUSAL: gl.constexpr):
 @gluon.jit
 def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
              k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+             PARTIAL: gl.constexpr):
     """The producer warp: for each of the program's tiles, every consumer's q block (once it is
     done with its last one), then the tile's key/value blocks into the ring, each slot once
     every consumer has released it (k_empty, v_empty). ``it`` counts the key/value blocks this
     program has loaded, so the ring's slots and phases run on across tiles."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
-    n_m = gl.cdiv(seq_q, BLOCK_M)
+    n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
@@ -320,7 +334,8 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
             tma.async_copy_global_to_shared(
                 q_desc, [bh * seq_q + start_m * BLOCK_M + w * CONSUMER_ROWS, 0],
                 q_ready.index(w), q_smem.index(w))
-        n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+        n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
+                               PARTIAL)
         for j in range(n_blocks):
             slot = it % STAGES
             phase = (it // STAGES) & 1
@@ -340,7 +355,8 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                 o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
                 qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                PARTIAL: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
@@ -358,13 +374,14 @@ def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_em
     q_tile = q_smem.index(WG)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
-    n_m = gl.cdiv(seq_q, BLOCK_M)
+    n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
     it = 0
     count = 0
     for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
         start_m, bh = _tile(tile, n_m, CAUSAL)
         start = start_m * BLOCK_M + WG * ROWS
-        n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+        n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
+                               PARTIAL)
         q_pos = start + shift + gl.arange(0, ROWS, layout=row_s)
         masked_from = (start + shift) // BLOCK_N
         m_i = gl.full([ROWS], -float("inf"), gl.float32, layout=row_s)
@@ -421,7 +438,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
                            H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
     warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
     three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
@@ -429,10 +446,11 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     matmuls. Program i takes tiles i, i + grid, ... of the n_tiles = batch * H * cdiv(seq_q,
     BLOCK_M) (one per program when the grid is that large; a persistent grid of one program per
     SM lets the producer load the next tile's blocks while the consumers store the last one's
-    output). Other arguments as hopper_flash_kernel's, q's descriptor in blocks of
-    CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer) plus the other
-    consumers' 4 warps each and the producer's 1. Two consumers run with 240 registers a thread
-    each, three with 160-168 (the 64K of an SM shared among 16 warps)."""
+    output). PARTIAL: seq_q is not a multiple of BLOCK_M (each head's last tile runs past it).
+    Other arguments as hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows;
+    launched with num_warps=4 (the first consumer) plus the other consumers' 4 warps each and
+    the producer's 1. Two consumers run with 240 registers a thread each, three with 160 (the
+    64K of an SM shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_desc.layout)
@@ -458,32 +476,32 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
                            seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL)),
+                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
                            seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL)),
+                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
                            seq_q, seq_k, n_tiles, qk_scale, 2, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL)),
+                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
-                        BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
+                        BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
         gl.warp_specialize([
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
                            seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL)),
+                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
                            k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
                            seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL)),
+                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
-                        BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
+                        BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 1], [240, 24])
 
 
@@ -568,7 +586,7 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
         return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
     hopper_flash_ws_kernel[(programs,)](_descriptor(q, CONSUMER_ROWS.value), *descriptors, *args,
-                                        n_tiles, **options)
+                                        n_tiles, PARTIAL=seq_q % block_m != 0, **options)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
