@@ -1557,8 +1557,9 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # warpgroup (192 query rows a program, each warpgroup's softmax beside two others' matmuls) took
 # the third row to 1.06x cuDNN (508 against 480 TFLOP/s, a later run at 1980 MHz). The last row
 # stayed behind: there flash.py beat every Gluon schedule (0.94x against 0.90-0.92x), so
-# `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon kernels run only on the GPU they were written for,
-# never in the interpreter, and a learner without a Hopper GPU could not run them.
+# `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon
+# kernels run only on the GPU they were written for, never in the interpreter, and a learner
+# without a Hopper GPU could not run them.
 
 # %% [markdown] id="cell-42"
 # ## What comes next
