@@ -352,16 +352,17 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 
 
 @gluon.jit
-def _ws_consume(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
-                o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles,
-                qk_scale, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                 PARTIAL: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
     slot once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
-    computed on whatever q rows the copy brought and not stored."""
+    computed on whatever q rows the copy brought and not stored. ``shared``: what every
+    consumer takes alike (hopper_flash_ws_kernel's tuple)."""
+    (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
+     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale) = shared
     ROWS: gl.constexpr = CONSUMER_ROWS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -470,35 +471,22 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=CONSUMERS)  # every consumer releases each slot
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
+    shared = (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr,
+              lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     if CONSUMERS == 3:
         gl.warp_specialize([
-            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, qk_scale, 2, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
         gl.warp_specialize([
-            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, qk_scale, 0, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, o_ptr, lse_ptr, stride_ob, stride_oh, stride_os, H,
-                           seq_q, seq_k, n_tiles, qk_scale, 1, BLOCK_M, BLOCK_N,
-                           HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
