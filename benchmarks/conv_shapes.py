@@ -66,7 +66,7 @@ def measure(layer, target: float) -> dict:
                            min_ms=0)
     print(result.table())
     names = {"lesson05": "lesson 05 tuned", "persistent": "persistent tuned",
-             "split_k": "split-K tuned"}
+             "split_k": "split-K tuned", "hopper": "Gluon tuned"}
     fns = {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding)}
     for path, config in path_bests(result).items():
         fns[names[path]] = lambda config=config: conv_persistent.run_conv_path(

@@ -58,9 +58,9 @@ def test_layers_that_are_not_a_matrix_product_or_lack_aligned_rows_are_refused()
     assert "12 output channels" in conv_persistent.descriptor_problem(x, w)
 
 
-def test_shape_conv2d_races_both_paths_only_where_the_persistent_one_runs():
+def test_shape_conv2d_races_each_path_only_where_it_runs():
     paths = {c["PATH"] for c in conv_persistent.SHAPE_CONV_SPACE.configs(1)}
-    assert paths == {"lesson05", "persistent", "split_k"}
+    assert paths == {"lesson05", "persistent", "split_k", "hopper"}
     assert conv_persistent.SHAPE_CONV_SPACE.default["PATH"] == "lesson05"
     gpu = Resources(shared_bytes=227 * 1024)
     x, w = inputs(1, 64, 9, 9, 64, 64, 3, 3, torch.float16)
@@ -68,6 +68,7 @@ def test_shape_conv2d_races_both_paths_only_where_the_persistent_one_runs():
     kept, pruned = conv_persistent.SHAPE_CONV_SPACE.candidates(1, layer, gpu)
     assert {c["PATH"] for c in kept} == {"lesson05", "split_k"}
     assert any("not a matrix product" in why for _, why in pruned)
+    assert any("Gluon kernel cannot run" in why for _, why in pruned)   # no Hopper GPU here
     x, w = inputs(1, 64, 9, 9, 256, 64, 1, 1, torch.float16)
     pointwise = conv_persistent.shape_conv_problem(x, w, 1, 0, 1)
     kept, _ = conv_persistent.SHAPE_CONV_SPACE.candidates(1, pointwise, gpu)

@@ -31,6 +31,8 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import (CONV_SPACE, Pair, check_conv_inputs, conv2d_kernel,
                                                conv_problem, filters_as_matrix, geometry,
                                                launch_conv2d, new_output)
+from tilegym_edu.reference.conv_hopper import (HOPPER_CONV_SPACE, hopper_conv_kernel,
+                                               hopper_conv_problem, launch_hopper_conv2d)
 from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split_k_conv2d,
                                                 split_k_conv2d_kernel)
 from tilegym_edu.reference.pipelined import matmul_prune, persistent_grid_size
@@ -140,17 +142,20 @@ def persistent_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
 #: the ways to run a convolution here, each with its search space; a configuration of
 #: SHAPE_CONV_SPACE names its way in PATH
 CONV_PATHS = {"lesson05": CONV_SPACE, "persistent": PERSISTENT_CONV_SPACE,
-              "split_k": SPLIT_K_CONV_SPACE}
+              "split_k": SPLIT_K_CONV_SPACE, "hopper": HOPPER_CONV_SPACE}
 #: how each path runs: launch(x, w, y, stride, padding, dilation, options) -> y
 LAUNCHES = {"lesson05": launch_conv2d, "persistent": launch_persistent_conv2d,
-            "split_k": launch_split_k_conv2d}
+            "split_k": launch_split_k_conv2d, "hopper": launch_hopper_conv2d}
 
 
 def shape_conv_prune(config, problem, resources) -> str | None:
-    """A path's own prune, and no persistent configuration where descriptors cannot serve the
-    layer (problem["descriptors"] says why)."""
+    """A path's own prune, no persistent configuration where descriptors cannot serve the
+    layer (problem["descriptors"] says why), and no Gluon one where it cannot run
+    (problem["hopper"] says why)."""
     if config["PATH"] == "persistent" and problem["descriptors"]:
         return f"the persistent kernel needs tensor descriptors: {problem['descriptors']}"
+    if config["PATH"] == "hopper" and problem["hopper"]:
+        return f"the Gluon kernel cannot run this layer: {problem['hopper']}"
     own = {k: v for k, v in config.items() if k != "PATH"}
     return CONV_PATHS[config["PATH"]].prune(own, problem, resources)
 
@@ -163,9 +168,10 @@ SHAPE_CONV_SPACE = SearchSpace(
            for c in (space.default, *space.small)],
     prune=shape_conv_prune)
 
-#: what the tuner keys SHAPE_CONV_SPACE's results on: the source of both kernels
+#: what the tuner keys SHAPE_CONV_SPACE's results on: the source of every kernel it races
 SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv2d_kernel,
-                                                  split_k_conv2d_kernel, split_k_reduce_kernel))
+                                                  split_k_conv2d_kernel, split_k_reduce_kernel,
+                                                  hopper_conv_kernel))
 
 
 def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
@@ -177,9 +183,11 @@ def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pai
 
 def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,
                        dilation: Pair) -> dict[str, object]:
-    """lesson 05's problem, and why descriptors cannot serve the layer ("" when they can)."""
+    """lesson 05's problem, why descriptors cannot serve the layer and why the Gluon kernel
+    cannot run it ("" when they can)."""
     return {**conv_problem(x, w, stride, padding, dilation),
-            "descriptors": descriptor_problem(x, w, stride, padding, dilation)}
+            "descriptors": descriptor_problem(x, w, stride, padding, dilation),
+            "hopper": hopper_conv_problem(x, w, stride)}
 
 
 @forbidden_in_graded_calls

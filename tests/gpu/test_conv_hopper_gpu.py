@@ -1,0 +1,81 @@
+"""The Gluon implicit-GEMM convolution (reference/conv_hopper.py) on a Hopper GPU: every
+configuration against float32 PyTorch on layers that reach every edge (padding, dilation,
+channels that are not a multiple of BLOCK_K, output channels fewer than BLOCK_N, sizes that
+are not multiples of a box, one image, the reduction split in more ranges than it has steps),
+in float16 and bfloat16; and shape_conv2d's race with the Gluon kernel in it."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import tuning_cache_in
+from tilegym_edu import tune
+from tilegym_edu.reference import conv_hopper, conv_persistent
+from tilegym_edu.reference.convolution import new_output, output_size
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="the Gluon convolution is written for Hopper (compute capability 9.x) GPUs")
+
+#: (N, C, H, W, K, R, S, padding, dilation)
+LAYERS = [(2, 64, 56, 56, 64, 3, 3, 1, 1), (3, 256, 14, 14, 256, 3, 3, 1, 1),
+          (5, 512, 7, 7, 128, 3, 3, 1, 1), (1, 40, 13, 17, 24, 3, 3, 1, 1),
+          (2, 96, 33, 35, 40, 5, 5, 2, 1), (2, 64, 20, 21, 72, 3, 3, 2, 2),
+          (4, 128, 9, 9, 256, 1, 1, 0, 1), (2, 16, 11, 10, 8, 3, 5, 0, 1)]
+
+
+def _layer(layer, dtype):
+    N, C, H, W, K, R, S, padding, dilation = layer
+    torch.manual_seed(0)
+    x = torch.randn(N, C, H, W, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = (torch.randn(K, C, R, S, device="cuda", dtype=dtype) / (C * R * S) ** 0.5).to(
+        memory_format=torch.channels_last)
+    return x, w, padding, dilation
+
+
+@pytest.mark.parametrize("config", conv_hopper.HOPPER_CONV_CONFIGS, ids=str)
+@pytest.mark.parametrize("layer", LAYERS, ids=str)
+def test_every_configuration_matches_pytorch(layer, config):
+    x, w, padding, dilation = _layer(layer, torch.float16)
+    assert conv_hopper.hopper_conv_problem(x, w) == ""
+    P = output_size(x.shape[2], w.shape[2], 1, padding, dilation)
+    Q = output_size(x.shape[3], w.shape[3], 1, padding, dilation)
+    y = new_output(x, w.shape[0], P, Q).fill_(float("nan"))
+    conv_hopper.launch_hopper_conv2d(x, w, y, 1, padding, dilation,
+                                     dict(zip(conv_hopper.HOPPER_CONV_NAMES, config)))
+    expected = F.conv2d(x.float(), w.float(), padding=padding, dilation=dilation)
+    assert torch.isfinite(y).all(), "a pixel of y was never written"
+    assert ((y.float() - expected).norm() / expected.norm()).item() < 2e-3
+
+
+@pytest.mark.parametrize("layer", LAYERS[:4], ids=str)
+def test_bfloat16(layer):
+    x, w, padding, dilation = _layer(layer, torch.bfloat16)
+    P = output_size(x.shape[2], w.shape[2], 1, padding, dilation)
+    Q = output_size(x.shape[3], w.shape[3], 1, padding, dilation)
+    y = new_output(x, w.shape[0], P, Q)
+    config = dict(zip(conv_hopper.HOPPER_CONV_NAMES, conv_hopper.HOPPER_CONV_CONFIGS[0]))
+    conv_hopper.launch_hopper_conv2d(x, w, y, 1, padding, dilation, config)
+    expected = F.conv2d(x.float(), w.float(), padding=padding, dilation=dilation)
+    assert ((y.float() - expected).norm() / expected.norm()).item() < 1e-2
+
+
+def test_more_splits_than_steps_leave_no_gaps():
+    """A 1x1 layer of 64 channels has one reduction step: splits 2 and 3 add zeros."""
+    x, w, padding, dilation = _layer((2, 64, 9, 9, 64, 1, 1, 0, 1), torch.float16)
+    y = new_output(x, 64, 9, 9).fill_(float("nan"))
+    config = dict(zip(conv_hopper.HOPPER_CONV_NAMES, (128, 64, 64, 4, 3, 4)))
+    conv_hopper.launch_hopper_conv2d(x, w, y, 1, padding, dilation, config)
+    expected = F.conv2d(x.float(), w.float())
+    assert ((y.float() - expected).norm() / expected.norm()).item() < 2e-3
+
+
+def test_shape_conv2d_races_the_gluon_kernel(tmp_path):
+    x, w, padding, dilation = _layer(LAYERS[1], torch.float16)
+    problem = conv_persistent.shape_conv_problem(x, w, 1, padding, dilation)
+    assert problem["hopper"] == ""
+    kept, _ = conv_persistent.SHAPE_CONV_SPACE.candidates(1, problem, tune.Resources.of_gpu())
+    assert any(c["PATH"] == "hopper" for c in kept)
+    with tuning_cache_in(tmp_path):
+        y = conv_persistent.shape_conv2d(x, w, 1, padding, dilation)
+    expected = F.conv2d(x.float(), w.float(), padding=padding, dilation=dilation)
+    assert ((y.float() - expected).norm() / expected.norm()).item() < 2e-3

@@ -1,0 +1,256 @@
+"""Convolutions of stride 1 as an implicit GEMM for Hopper GPUs, written in Gluon, each filter
+tap's input tile one TMA box that the tensor cores read where it landed.
+
+Why: lesson 05's kernel gathers each tap's BLOCK_M x BLOCK_K input tile with pointer loads, one
+masked 16-byte load per row, and reached 0.59-0.95x cuDNN on ResNet-50's 3x3 layers on an H200.
+A box of x, (BOX_N images, BOX_H rows, BOX_W columns, BLOCK_K channels), is a rectangle of the
+(N, H, W, C) tensor, so one TMA copy brings it, and the hardware fills what lies in the padding
+(negative or past-the-edge coordinates) with zeros: no masks. For filter tap (r, s) the box of
+output pixels (n0.., p0.., q0..) reads input box (n0.., p0 + r - pad_h.., q0 + s - pad_w..). In
+shared memory the box is BOX_N·BOX_H·BOX_W rows of BLOCK_K channels, which is exactly the
+(BLOCK_M, BLOCK_K) operand a wgmma takes: the kernel reshapes the buffer's descriptor, not the
+data. (benchmarks/conv_ideas.py's "box" idea did the same in plain Triton, whose reshape of the
+loaded tile went through registers before each matmul and lost to lesson 05's kernel.)
+
+The price is the box's shape: a tile of output pixels is a rectangle of whole boxes, so a layer
+whose P or Q is not a multiple of BOX_H or BOX_W computes rows it never stores (the TMA store
+drops them). ``box_shape`` picks, for a BLOCK_M, the box with the least such waste.
+
+Shapes and names as in ``convolution``: x (N, C, H, W) and w (K, C, R, S) channels_last, y
+(N, K, P, Q) channels_last; float16 or bfloat16; stride 1, any padding and dilation, no groups;
+C and K multiples of 8 (16-byte rows for TMA). ``hopper_conv_problem`` says why a layer or GPU
+cannot take it. Gluon kernels do not run in Triton's interpreter: the tests are in tests/gpu/.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.convolution import Pair, geometry
+from tilegym_edu.reference.split_k import REDUCE_BLOCK, split_k_reduce_kernel
+from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
+
+try:  # Gluon's Hopper modules (Triton 3.5 and newer)
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier,
+                                                                   tma, warpgroup_mma,
+                                                                   warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton: hopper_conv_problem says no
+    TensorDescriptor = None
+
+#: the Triton versions (major.minor) this kernel was measured with on an H200 (Gluon's API
+#: changes between releases, as flash_hopper.MEASURED_TRITON says)
+MEASURED_TRITON = ("3.6",)
+
+
+@gluon.jit
+def _issue_step(x_desc, w_desc, a_smem, b_smem, bars, j, first, n0, p0, q0, k0, C, PAD_H, PAD_W,
+                DIL_H, DIL_W, S: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr):
+    """Start the TMA copies of the program's j-th reduction step (step first + j of the flat
+    (r, s, channel block) loop) into ring slot j % STAGES: the input box of tap (r, s) and
+    channel block c0, and the matching (BLOCK_N, BLOCK_K) block of the (K, R·S·C) filter
+    matrix."""
+    step = first + j
+    c_blocks = gl.cdiv(C, BLOCK_K)
+    rs = step // c_blocks
+    c0 = (step % c_blocks) * BLOCK_K
+    slot = j % STAGES
+    bar = bars.index(slot)
+    mbarrier.expect(bar, x_desc.block_type.nbytes + w_desc.block_type.nbytes)
+    box = a_smem.index(slot)._reinterpret(x_desc.dtype, [BOX_N, BOX_H, BOX_W, BLOCK_K],
+                                          x_desc.layout)
+    tma.async_copy_global_to_shared(
+        x_desc, [n0, p0 + (rs // S) * DIL_H - PAD_H, q0 + (rs % S) * DIL_W - PAD_W, c0], bar, box)
+    tma.async_copy_global_to_shared(w_desc, [k0, rs * C + c0], bar, b_smem.index(slot))
+
+
+@gluon.jit
+def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_H, DIL_W, R,
+                       S: gl.constexpr, BOX_N: gl.constexpr, BOX_H: gl.constexpr,
+                       BOX_W: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                       STAGES: gl.constexpr, SPLIT_K: gl.constexpr, num_warps: gl.constexpr):
+    """One (BOX_N·BOX_H·BOX_W) x BLOCK_N tile of y a program: output pixels of a box of BOX_N
+    images x BOX_H rows x BOX_W columns, BLOCK_N output channels, over one of SPLIT_K ranges
+    of the reduction. x_desc is a 4-D descriptor over x (N, H, W, C) in boxes (BOX_N, BOX_H,
+    BOX_W, BLOCK_K); w_desc a 2-D one over the (K, R·S·C) filter matrix in (BLOCK_N, BLOCK_K)
+    blocks; y_desc a 5-D one over (SPLIT_K, N, P, Q, K) in (1, BOX_N, BOX_H, BOX_W, BLOCK_N)
+    boxes: y itself when SPLIT_K is 1, else float32 partial sums, one (N, P, Q, K) each. The
+    reduction runs over (r, s, channel block) in a ring of STAGES buffers: step i's wgmma runs
+    while the copies of steps i + 1 .. i + STAGES - 1 are in flight. The programs of one pixel
+    box are consecutive, so those running at once share its input in L2."""
+    BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
+    dtype: gl.constexpr = x_desc.dtype
+    n_blocks = gl.cdiv(K, BLOCK_N)
+    boxes_q = gl.cdiv(Q, BOX_W)
+    boxes_p = gl.cdiv(P, BOX_H)
+    tiles = gl.cdiv(N, BOX_N) * boxes_p * boxes_q * n_blocks
+    pid = gl.program_id(0)
+    split = pid // tiles
+    k0 = (pid % n_blocks) * BLOCK_N
+    box = (pid % tiles) // n_blocks
+    q0 = (box % boxes_q) * BOX_W
+    p0 = ((box // boxes_q) % boxes_p) * BOX_H
+    n0 = (box // (boxes_q * boxes_p)) * BOX_N
+    steps = R * S * gl.cdiv(C, BLOCK_K)
+    per_split = gl.cdiv(steps, SPLIT_K)
+    first = split * per_split
+    count = gl.minimum(first + per_split, steps) - first
+
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
+    tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dtype)
+    a_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], tile_layout)
+    b_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+
+    for i in gl.static_range(STAGES - 1):
+        if i < count:
+            _issue_step(x_desc, w_desc, a_smem, b_smem, bars, i, first, n0, p0, q0, k0, C, PAD_H,
+                        PAD_W, DIL_H, DIL_W, S, BLOCK_K, STAGES, BOX_N, BOX_H, BOX_W)
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=acc_layout)
+    for i in range(count):
+        slot = i % STAGES
+        mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+        acc = warpgroup_mma(a_smem.index(slot), b_smem.index(slot).permute((1, 0)), acc,
+                            is_async=True)
+        # one wgmma left in flight: step i - 1's is done, so its slot can take step
+        # i + STAGES - 1
+        acc = warpgroup_mma_wait(1, deps=(acc,))
+        if i + STAGES - 1 < count:
+            _issue_step(x_desc, w_desc, a_smem, b_smem, bars, i + STAGES - 1, first, n0, p0, q0,
+                        k0, C, PAD_H, PAD_W, DIL_H, DIL_W, S, BLOCK_K, STAGES, BOX_N, BOX_H,
+                        BOX_W)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(i))
+
+    # the epilogue: the tile through shared memory into one TMA store of a y box; rows of
+    # pixels past P, Q or N fall outside y and the hardware drops them
+    out_dtype: gl.constexpr = y_desc.dtype
+    out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], out_dtype)
+    out_smem = gl.allocate_shared_memory(out_dtype, [BLOCK_M, BLOCK_N], out_layout)
+    out_smem.store(acc.to(out_dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(
+        y_desc, [split, n0, p0, q0, k0],
+        out_smem._reinterpret(out_dtype, [1, BOX_N, BOX_H, BOX_W, BLOCK_N], y_desc.layout))
+    tma.store_wait(0)
+
+
+def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
+    """(BOX_N, BOX_H, BOX_W), powers of two with product block_m, that cover the (N, P, Q)
+    output pixels with the fewest boxes (the least work on pixels no one stores); ties go to
+    the widest box (longest runs of consecutive pixels)."""
+    best = None
+    for wb in range(block_m.bit_length()):
+        for hb in range(block_m.bit_length() - wb):
+            bw, bh = 1 << wb, 1 << hb
+            bn = block_m // (bw * bh)
+            boxes = triton.cdiv(N, bn) * triton.cdiv(P, bh) * triton.cdiv(Q, bw)
+            key = (boxes, -bw, -bh)
+            if best is None or key < best[0]:
+                best = (key, (bn, bh, bw))
+    return best[1]
+
+
+def hopper_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1) -> str:
+    """Why hopper_conv_kernel cannot run this layer here ("" when it can): it needs a Hopper GPU
+    with a Triton it was measured with, float16 or bfloat16, stride 1, and C and K multiples of
+    8 (rows of 16 bytes, as TMA needs)."""
+    if TensorDescriptor is None or triton.__version__.rsplit(".", 1)[0] not in MEASURED_TRITON:
+        return (f"Triton {triton.__version__}'s Gluon is not one this kernel was measured with "
+                f"({', '.join(MEASURED_TRITON)})")
+    if not x.is_cuda or torch.cuda.get_device_capability(x.device)[0] != 9:
+        return "it needs a Hopper GPU (compute capability 9.x: wgmma and TMA)"
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return f"it takes float16 or bfloat16, not {x.dtype}"
+    if geometry(stride, 0, 1)[0] != (1, 1):
+        return "it takes stride 1 (a strided layer's boxes of input are not rectangles)"
+    K, C = w.shape[:2]
+    if C % 8 or K % 8:
+        return f"C = {C} and K = {K} must be multiples of 8 (16-byte rows for TMA)"
+    return ""
+
+
+def _descriptor(t: torch.Tensor, block: list[int]):
+    """A TMA descriptor over t (its own shape and strides) in blocks of ``block``."""
+    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, str(t.dtype).split(".")[1]))
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
+def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
+                         padding: Pair, dilation: Pair, config) -> torch.Tensor:
+    """Run hopper_conv_kernel with ``config`` (HOPPER_CONV_NAMES) into the preallocated
+    channels_last y; return y. The layer must pass :func:`hopper_conv_problem`; the box is
+    box_shape's for BLOCK_M. With SPLIT_K > 1 the kernel writes (SPLIT_K, N, P, Q, K) float32
+    partial sums and split_k's reduction kernel adds them, split 0 first, into y."""
+    _, (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
+    N, C, H, W = x.shape
+    K, _, R, S = w.shape
+    P, Q = y.shape[2], y.shape[3]
+    bm, bn, bk, splits = (config[name] for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"))
+    box_n, box_h, box_w = box_shape(bm, N, P, Q)
+    out = y.permute(0, 2, 3, 1).unsqueeze(0) if splits == 1 else torch.empty(
+        (splits, N, P, Q, K), device=y.device, dtype=torch.float32)
+    x_desc = _descriptor(x.permute(0, 2, 3, 1), [box_n, box_h, box_w, bk])
+    w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), [bn, bk])
+    y_desc = _descriptor(out, [1, box_n, box_h, box_w, bn])
+    tiles = (triton.cdiv(N, box_n) * triton.cdiv(P, box_h) * triton.cdiv(Q, box_w)
+             * triton.cdiv(K, bn))
+    hopper_conv_kernel[(tiles * splits,)](
+        x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, R, S=S, BOX_N=box_n, BOX_H=box_h,
+        BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
+        num_warps=config["num_warps"])
+    if splits > 1:
+        M = N * P * Q
+        split_k_reduce_kernel[(triton.cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
+                                                                   BLOCK=REDUCE_BLOCK)
+    return y
+
+
+#: a configuration's names
+HOPPER_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K", "num_warps")
+
+#: the configurations the tuner races (the first is the default); from run i of 2026-12-03 on
+#: ResNet-50's 3x3 layers (docs/results/h200.md), plus split-K for the layers with few tiles
+HOPPER_CONV_CONFIGS = ((128, 64, 64, 4, 1, 4), (128, 128, 64, 4, 1, 4), (128, 128, 64, 3, 1, 4),
+                       (64, 128, 64, 4, 1, 4), (64, 256, 64, 4, 1, 4), (128, 64, 64, 6, 1, 4),
+                       (128, 128, 64, 4, 2, 4), (128, 64, 64, 4, 2, 4), (128, 128, 64, 4, 3, 4),
+                       (64, 128, 64, 4, 2, 4))
+
+
+def shared_bytes(config, element_bytes: int) -> int:
+    """Shared memory a configuration takes (bytes): the ring of input and filter blocks, or the
+    output tile (float32 when the reduction is split) if larger: the compiler gives the ring's
+    memory to the output tile once the ring is done (the kernel's metadata says so)."""
+    ring = config["STAGES"] * (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"]
+    out_bytes = 4 if config["SPLIT_K"] > 1 else element_bytes
+    return max(ring * element_bytes, config["BLOCK_M"] * config["BLOCK_N"] * out_bytes)
+
+
+def hopper_conv_prune(config, problem, resources) -> str | None:
+    """Why the tuner skips ``config`` for ``problem`` (None: it races): its tiles overflow
+    shared memory, or its BLOCK_N is twice the output channels or more (half the tile computes
+    nothing)."""
+    needed = shared_bytes(config, 2)  # float16 or bfloat16
+    if needed > resources.shared_bytes:
+        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
+                f"{resources.shared_bytes // 1024} KiB per block")
+    if config["BLOCK_N"] >= 2 * problem["K"] and config["BLOCK_N"] > 64:
+        return f"BLOCK_N = {config['BLOCK_N']} is twice K = {problem['K']} or more"
+    return None
+
+
+#: the tuner's search space: level 0 the default, level 1 every configuration above
+HOPPER_CONV_SPACE = SearchSpace(default=Config(**dict(zip(HOPPER_CONV_NAMES,
+                                                          HOPPER_CONV_CONFIGS[0]))),
+                                small=configs_from_rows(HOPPER_CONV_NAMES, HOPPER_CONV_CONFIGS[1:]),
+                                prune=hopper_conv_prune)
+
+forbidden_in_graded_calls(hopper_conv_kernel)
