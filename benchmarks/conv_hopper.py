@@ -3,7 +3,8 @@ kernel, on a GPU of compute capability 9.x: every configuration of HOPPER_CONV_C
 stride-1 layers of benchmarks/conv_shapes.py's families (ResNet-50's 3x3 layers at batch 32 and
 64, 1x1 layers, odd kernel sizes), fp16 channels_last, and the 3x3 layers in bfloat16. Each
 configuration is checked against float32 PyTorch before it is timed; every side a CUDA graph,
-each side's best median of interleaved runs, L2 flushed.
+each side's best median of interleaved runs, L2 flushed. Each side's time a call when called
+eagerly, back to back (what the host's launch costs), is recorded beside it.
 
     python benchmarks/conv_hopper.py --out conv-hopper.json
     python benchmarks/conv_hopper.py --families "ResNet-50 3x3" --dtypes bfloat16
@@ -13,6 +14,7 @@ from __future__ import annotations
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +25,18 @@ from record import finish, header, options, write
 from tilegym_edu import bench
 from tilegym_edu.reference import conv_hopper
 from tilegym_edu.reference import convolution as conv
+
+def eager_ms(fn, calls: int = 200) -> float:
+    """Milliseconds a call when called back to back without a CUDA graph: the host's launch
+    time where it exceeds the GPU's work."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3 / calls
+
 
 def measure(layer, dtype: torch.dtype) -> dict:
     N, C, H, W, K, R, stride, padding = layer
@@ -45,15 +59,19 @@ def measure(layer, dtype: torch.dtype) -> dict:
         del fns[name]
     results = bench.compare(fns, flops=conv.conv_flops(x, w, P, Q), rep_ms=200,
                             graph_below_ms=math.inf)
+    eager = {m.name: eager_ms(fns[m.name]) for m in results}
     title = (f"N{N} C{C} {H}x{W} K{K} {R}x{R} stride {stride} pad {padding} "
              f"{str(dtype).removeprefix('torch.')}")
     print("==", title, "box", conv_hopper.box_shape(128, N, P, Q))
     bench.print_table(results, baseline="cuDNN channels_last")
+    print("eager, ms a call (host and GPU, no graph):",
+          {name: round(ms, 4) for name, ms in eager.items()})
     cudnn = next(m for m in results if m.name == "cuDNN channels_last")
     return {"layer": title, "shape": list(layer), "wrong": wrong,
             "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops,
                                  "vs_cudnn": cudnn.median_ms / m.median_ms,
                                  "rel_error": errors[m.name], "runs": m.runs,
+                                 "eager_ms_per_call": eager[m.name],
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 

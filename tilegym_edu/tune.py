@@ -370,12 +370,16 @@ def clear_cache() -> None:
     cache_path().unlink(missing_ok=True)
 
 
-def gpu_measure(launch: Callable[[Config], object]) -> Measure:
+def gpu_measure(launch: Callable[[Config], object],
+                graph_below_ms: float = bench.GRAPH_THRESHOLD_MS) -> Measure:
     """Timing samples on the GPU: each round times every config five times, interleaved,
-    L2 flushed before each run (tilegym_edu.bench rules)."""
+    L2 flushed before each run (tilegym_edu.bench rules). A launch whose host time is under
+    ``graph_below_ms`` is timed as a CUDA graph (bench.compare): raise it to race what the GPU
+    does when some paths spend longer in Python than their kernels take."""
     def measure(configs: Sequence[Config]) -> dict[Config, list[float]]:
         fns = {str(c): (lambda c=c: launch(c)) for c in configs}
-        results = bench.compare(fns, warmup_ms=2, rep_ms=1, max_runs=5)
+        results = bench.compare(fns, warmup_ms=2, rep_ms=1, max_runs=5,
+                                graph_below_ms=graph_below_ms)
         by_name = {m.name: m for m in results}
         return {c: list(by_name[str(c)].times_ms) for c in configs}
     return measure

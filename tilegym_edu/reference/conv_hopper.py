@@ -23,6 +23,8 @@ cannot take it. Gluon kernels do not run in Triton's interpreter: the tests are 
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -143,6 +145,13 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
     tma.store_wait(0)
 
 
+def _cdiv(a: int, b: int) -> int:
+    """ceil(a / b) in plain Python: triton.cdiv, a constexpr function, costs microseconds a call
+    on the host, and a launch here does dozens."""
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=1024)
 def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
     """(BOX_N, BOX_H, BOX_W), powers of two with product block_m, that cover the (N, P, Q)
     output pixels with the fewest boxes (the least work on pixels no one stores); ties go to
@@ -152,7 +161,7 @@ def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
         for hb in range(block_m.bit_length() - wb):
             bw, bh = 1 << wb, 1 << hb
             bn = block_m // (bw * bh)
-            boxes = triton.cdiv(N, bn) * triton.cdiv(P, bh) * triton.cdiv(Q, bw)
+            boxes = _cdiv(N, bn) * _cdiv(P, bh) * _cdiv(Q, bw)
             key = (boxes, -bw, -bh)
             if best is None or key < best[0]:
                 best = (key, (bn, bh, bw))
@@ -178,10 +187,17 @@ def hopper_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1) -> s
     return ""
 
 
-def _descriptor(t: torch.Tensor, block: list[int]):
+@functools.lru_cache(maxsize=256)
+def _layout(block: tuple[int, ...], dtype: torch.dtype):
+    """The shared-memory layout of a TMA block (the widest swizzle its rows allow)."""
+    return gl.NVMMASharedLayout.get_default_for(list(block),
+                                                getattr(gl, str(dtype).removeprefix("torch.")))
+
+
+def _descriptor(t: torch.Tensor, block: tuple[int, ...]):
     """A TMA descriptor over t (its own shape and strides) in blocks of ``block``."""
-    layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, str(t.dtype).split(".")[1]))
-    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), list(block),
+                            _layout(block, t.dtype))
 
 
 def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
@@ -198,19 +214,18 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
     box_n, box_h, box_w = box_shape(bm, N, P, Q)
     out = y.permute(0, 2, 3, 1).unsqueeze(0) if splits == 1 else torch.empty(
         (splits, N, P, Q, K), device=y.device, dtype=torch.float32)
-    x_desc = _descriptor(x.permute(0, 2, 3, 1), [box_n, box_h, box_w, bk])
-    w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), [bn, bk])
-    y_desc = _descriptor(out, [1, box_n, box_h, box_w, bn])
-    tiles = (triton.cdiv(N, box_n) * triton.cdiv(P, box_h) * triton.cdiv(Q, box_w)
-             * triton.cdiv(K, bn))
+    x_desc = _descriptor(x.permute(0, 2, 3, 1), (box_n, box_h, box_w, bk))
+    w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk))
+    y_desc = _descriptor(out, (1, box_n, box_h, box_w, bn))
+    tiles = _cdiv(N, box_n) * _cdiv(P, box_h) * _cdiv(Q, box_w) * _cdiv(K, bn)
     hopper_conv_kernel[(tiles * splits,)](
         x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, R, S=S, BOX_N=box_n, BOX_H=box_h,
         BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
         num_warps=config["num_warps"])
     if splits > 1:
         M = N * P * Q
-        split_k_reduce_kernel[(triton.cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
-                                                                   BLOCK=REDUCE_BLOCK)
+        split_k_reduce_kernel[(_cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
+                                                             BLOCK=REDUCE_BLOCK)
     return y
 
 
@@ -222,7 +237,7 @@ HOPPER_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K", "num_
 HOPPER_CONV_CONFIGS = ((128, 64, 64, 4, 1, 4), (128, 128, 64, 4, 1, 4), (128, 128, 64, 3, 1, 4),
                        (64, 128, 64, 4, 1, 4), (64, 256, 64, 4, 1, 4), (128, 64, 64, 6, 1, 4),
                        (128, 128, 64, 4, 2, 4), (128, 64, 64, 4, 2, 4), (128, 128, 64, 4, 3, 4),
-                       (64, 128, 64, 4, 2, 4))
+                       (64, 128, 64, 4, 2, 4), (128, 64, 64, 3, 1, 4), (256, 64, 64, 3, 1, 8))
 
 
 def shared_bytes(config, element_bytes: int) -> int:

@@ -23,6 +23,8 @@ says why a layer cannot take the persistent path, and :func:`shape_conv2d` then 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -38,7 +40,8 @@ from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split
 from tilegym_edu.reference.pipelined import matmul_prune, persistent_grid_size
 from tilegym_edu.reference.split_k import split_k_reduce_kernel
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, autotune, configs_from_rows,
+                              gpu_measure)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -193,17 +196,21 @@ def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: 
 @forbidden_in_graded_calls
 def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                  dilation: Pair = 1, level: int = 1) -> torch.Tensor:
-    """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel, the persistent 1x1 one and
-    split-K the tuner found fastest for this layer (once per layer, then cached with its
-    PATH). Layers faster than tune.TUNE_ABOVE_MS are raced too: the race is what this entry
-    point is for, and a 1x1 layer of 14x14 pixels runs in about 12 µs."""
+    """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel, the persistent 1x1 one,
+    split-K and the Gluon kernel the tuner found fastest for this layer (once per layer, then
+    cached with its PATH). Layers faster than tune.TUNE_ABOVE_MS are raced too: the race is
+    what this entry point is for, and a 1x1 layer of 14x14 pixels runs in about 12 µs. The
+    race times every path as a CUDA graph, the GPU's work alone: the Gluon kernel's launch
+    spends longer in Python (its tensor descriptors) than a layer of ResNet-50 takes on an
+    H200, and a network of such layers runs as a graph (benchmarks/conv_shapes.py times it so)."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     y = new_output(x, w.shape[0], P, Q)
-    result = autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
-                      SHAPE_CONV_SPACE,
-                      lambda c: run_conv_path(x, w, y, stride, padding, dilation, c),
-                      level=level, progress=False, min_ms=0)
-    return run_conv_path(x, w, y, stride, padding, dilation, result.config)
 
+    def launch(config):
+        return run_conv_path(x, w, y, stride, padding, dilation, config)
+    result = autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
+                      SHAPE_CONV_SPACE, launch, level=level, progress=False, min_ms=0,
+                      measure=gpu_measure(launch, graph_below_ms=math.inf) if x.is_cuda else None)
+    return run_conv_path(x, w, y, stride, padding, dilation, result.config)
 
 forbidden_in_graded_calls(persistent_conv2d_kernel)
