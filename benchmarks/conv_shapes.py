@@ -59,11 +59,7 @@ def measure(layer, target: float) -> dict:
                                   / (C * R * R) ** 0.5)
     P, Q = conv.check_conv_inputs(x, w, stride, padding)
     y = conv.new_output(x, K, P, Q)
-    result = tune.autotune(conv_persistent.SHAPE_CONV_KERNELS,
-                           conv_persistent.shape_conv_problem(x, w, stride, padding, 1),
-                           conv_persistent.SHAPE_CONV_SPACE,
-                           lambda c: conv_persistent.run_conv_path(x, w, y, stride, padding, 1, c),
-                           min_ms=0)
+    result = conv_persistent.tune_shape_conv(x, w, y, stride, padding, 1, progress=True)
     print(result.table())
     names = {"lesson05": "lesson 05 tuned", "persistent": "persistent tuned",
              "split_k": "split-K tuned", "hopper": "Gluon tuned"}

@@ -232,12 +232,15 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
 #: a configuration's names
 HOPPER_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K", "num_warps")
 
-#: the configurations the tuner races (the first is the default); from run i of 2026-12-03 on
-#: ResNet-50's 3x3 layers (docs/results/h200.md), plus split-K for the layers with few tiles
-HOPPER_CONV_CONFIGS = ((128, 64, 64, 4, 1, 4), (128, 128, 64, 4, 1, 4), (128, 128, 64, 3, 1, 4),
-                       (64, 128, 64, 4, 1, 4), (64, 256, 64, 4, 1, 4), (128, 64, 64, 6, 1, 4),
-                       (128, 128, 64, 4, 2, 4), (128, 64, 64, 4, 2, 4), (128, 128, 64, 4, 3, 4),
-                       (64, 128, 64, 4, 2, 4), (128, 64, 64, 3, 1, 4), (256, 64, 64, 3, 1, 8))
+#: the configurations the tuner races (the first is the default), from runs i-k of 2026-12-03 on
+#: ResNet-50's 3x3 layers (docs/results/h200.md): the tile, and with it how many programs share an
+#: SM (2-4 stages of 24-48 KiB), mattered more than anything else; split-K for the layers with
+#: few tiles, BLOCK_K 32 for channels that are an odd multiple of 32
+HOPPER_CONV_CONFIGS = ((128, 64, 64, 3, 1, 4), (128, 128, 64, 3, 1, 4), (128, 128, 64, 4, 1, 4),
+                       (128, 64, 64, 4, 1, 4), (64, 128, 64, 4, 1, 4), (64, 256, 64, 4, 1, 4),
+                       (128, 128, 64, 2, 1, 4), (128, 64, 64, 2, 1, 4), (64, 128, 64, 3, 1, 4),
+                       (128, 64, 32, 4, 1, 4), (128, 128, 64, 4, 2, 4), (128, 128, 64, 3, 2, 4),
+                       (64, 128, 64, 4, 2, 4), (64, 128, 64, 3, 2, 4))
 
 
 def shared_bytes(config, element_bytes: int) -> int:

@@ -40,8 +40,8 @@ from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split
 from tilegym_edu.reference.pipelined import matmul_prune, persistent_grid_size
 from tilegym_edu.reference.split_k import split_k_reduce_kernel
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, autotune, configs_from_rows,
-                              gpu_measure)
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
+                              configs_from_rows, gpu_measure)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -193,24 +193,31 @@ def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: 
             "hopper": hopper_conv_problem(x, w, stride)}
 
 
+def tune_shape_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
+                    padding: Pair, dilation: Pair, level: int = 1,
+                    progress: bool = False) -> TuneResult:
+    """The tuner's race of every path of SHAPE_CONV_SPACE on this layer, launching into y (once
+    per layer, then cached with its PATH). Layers faster than tune.TUNE_ABOVE_MS are raced too:
+    the race is what shape_conv2d is for, and a 1x1 layer of 14x14 pixels runs in about 12 µs.
+    Every path is timed as a CUDA graph, the GPU's work alone: the Gluon kernel's launch spends
+    longer in Python (its tensor descriptors, about 0.1 ms on the H200's host) than a layer of
+    ResNet-50 takes on the GPU, and a network of such layers runs as a graph
+    (benchmarks/conv_shapes.py times every side so)."""
+    def launch(config):
+        return run_conv_path(x, w, y, stride, padding, dilation, config)
+    return autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
+                    SHAPE_CONV_SPACE, launch, level=level, progress=progress, min_ms=0,
+                    measure=gpu_measure(launch, graph_below_ms=math.inf) if x.is_cuda else None)
+
+
 @forbidden_in_graded_calls
 def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                  dilation: Pair = 1, level: int = 1) -> torch.Tensor:
     """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel, the persistent 1x1 one,
-    split-K and the Gluon kernel the tuner found fastest for this layer (once per layer, then
-    cached with its PATH). Layers faster than tune.TUNE_ABOVE_MS are raced too: the race is
-    what this entry point is for, and a 1x1 layer of 14x14 pixels runs in about 12 µs. The
-    race times every path as a CUDA graph, the GPU's work alone: the Gluon kernel's launch
-    spends longer in Python (its tensor descriptors) than a layer of ResNet-50 takes on an
-    H200, and a network of such layers runs as a graph (benchmarks/conv_shapes.py times it so)."""
+    split-K and the Gluon kernel :func:`tune_shape_conv` found fastest for this layer."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     y = new_output(x, w.shape[0], P, Q)
-
-    def launch(config):
-        return run_conv_path(x, w, y, stride, padding, dilation, config)
-    result = autotune(SHAPE_CONV_KERNELS, shape_conv_problem(x, w, stride, padding, dilation),
-                      SHAPE_CONV_SPACE, launch, level=level, progress=False, min_ms=0,
-                      measure=gpu_measure(launch, graph_below_ms=math.inf) if x.is_cuda else None)
+    result = tune_shape_conv(x, w, y, stride, padding, dilation, level)
     return run_conv_path(x, w, y, stride, padding, dilation, result.config)
 
 forbidden_in_graded_calls(persistent_conv2d_kernel)
