@@ -72,3 +72,12 @@ def test_prune_drops_tiles_twice_as_wide_as_the_output_channels():
     config = dict(zip(conv_hopper.HOPPER_CONV_NAMES, (128, 128, 64, 4, 1, 4)))
     assert "twice K" in conv_hopper.hopper_conv_prune(config, {"K": 64}, h200)
     assert conv_hopper.hopper_conv_prune(config, {"K": 72}, h200) is None
+
+
+def test_prune_keeps_channel_blocks_inside_a_pixel_when_strided_along_w():
+    h200 = tune.Resources(shared_bytes=232448)
+    config = dict(zip(conv_hopper.HOPPER_CONV_NAMES, (128, 64, 64, 3, 1, 4)))
+    strided = {"K": 64, "C": 96, "stride": (2, 2)}
+    assert "past C" in conv_hopper.hopper_conv_prune(config, strided, h200)
+    assert conv_hopper.hopper_conv_prune(config, {**strided, "stride": (2, 1)}, h200) is None
+    assert conv_hopper.hopper_conv_prune(config, {**strided, "C": 128}, h200) is None

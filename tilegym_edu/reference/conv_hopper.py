@@ -1,5 +1,5 @@
-"""Convolutions of stride 1 as an implicit GEMM for Hopper GPUs, written in Gluon, each filter
-tap's input tile one TMA box that the tensor cores read where it landed.
+"""Convolutions as an implicit GEMM for Hopper GPUs, written in Gluon, each filter tap's input
+tile one TMA box that the tensor cores read where it landed.
 
 Why: lesson 05's kernel gathers each tap's BLOCK_M x BLOCK_K input tile with pointer loads, one
 masked 16-byte load per row, and reached 0.59-0.95x cuDNN on ResNet-50's 3x3 layers on an H200.
@@ -10,16 +10,21 @@ output pixels (n0.., p0.., q0..) reads input box (n0.., p0 + r - pad_h.., q0 + s
 shared memory the box is BOX_N·BOX_H·BOX_W rows of BLOCK_K channels, which is exactly the
 (BLOCK_M, BLOCK_K) operand a wgmma takes: the kernel reshapes the buffer's descriptor, not the
 data. (benchmarks/conv_ideas.py's "box" idea did the same in plain Triton, whose reshape of the
-loaded tile went through registers before each matmul and lost to lesson 05's kernel.)
+loaded tile went through registers before each matmul and lost to lesson 05's kernel.) A
+strided layer reads x as (N, H / stride_h, stride_h, W / stride_w, stride_w·C): in that view the
+pixels one tap reads for a box of output pixels are again a box.
 
 The price is the box's shape: a tile of output pixels is a rectangle of whole boxes, so a layer
 whose P or Q is not a multiple of BOX_H or BOX_W computes rows it never stores (the TMA store
-drops them). ``box_shape`` picks, for a BLOCK_M, the box with the least such waste.
+drops them). ``box_shape`` picks, for a BLOCK_M, the box with the least such waste. And the
+launch: building three tensor descriptors in Python takes about 0.1 ms of the host's time, longer
+than a ResNet-50 layer takes on the GPU, so the kernel pays where it runs in a CUDA graph.
 
 Shapes and names as in ``convolution``: x (N, C, H, W) and w (K, C, R, S) channels_last, y
-(N, K, P, Q) channels_last; float16 or bfloat16; stride 1, any padding and dilation, no groups;
-C and K multiples of 8 (16-byte rows for TMA). ``hopper_conv_problem`` says why a layer or GPU
-cannot take it. Gluon kernels do not run in Triton's interpreter: the tests are in tests/gpu/.
+(N, K, P, Q) channels_last; float16 or bfloat16; any stride, padding and dilation, no groups;
+C and K multiples of 8 (16-byte rows for TMA), H and W multiples of the stride.
+``hopper_conv_problem`` says why a layer or GPU cannot take it. Gluon kernels do not run in
+Triton's interpreter: the tests are in tests/gpu/.
 """
 from __future__ import annotations
 
@@ -49,36 +54,51 @@ MEASURED_TRITON = ("3.6",)
 
 
 @gluon.jit
-def _issue_step(x_desc, w_desc, a_smem, b_smem, bars, j, first, n0, p0, q0, k0, C, PAD_H, PAD_W,
-                DIL_H, DIL_W, S: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+def _tap_origin(offset, pad, stride):
+    """Where filter offset ``offset`` (r·dilation, >= 0) of output pixel 0 reads along one axis
+    of the (pixels / stride, stride) view of the input: (floor((offset - pad) / stride), the
+    phase within the stride). Integer division truncates, so the dividend is kept >= 0."""
+    d = (offset + (stride - 1) * pad) // stride - pad
+    return d, offset - pad - d * stride
+
+
+@gluon.jit
+def _issue_step(x_desc, w_desc, a_smem, b_smem, bars, j, first, n0, p0, q0, k0, C, geometry,
+                S: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
                 BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr):
     """Start the TMA copies of the program's j-th reduction step (step first + j of the flat
     (r, s, channel block) loop) into ring slot j % STAGES: the input box of tap (r, s) and
     channel block c0, and the matching (BLOCK_N, BLOCK_K) block of the (K, R·S·C) filter
-    matrix."""
+    matrix. ``geometry`` is (pad_h, pad_w, dil_h, dil_w, stride_h, stride_w)."""
+    pad_h, pad_w, dil_h, dil_w, stride_h, stride_w = geometry
     step = first + j
     c_blocks = gl.cdiv(C, BLOCK_K)
     rs = step // c_blocks
     c0 = (step % c_blocks) * BLOCK_K
+    dh, phase_h = _tap_origin((rs // S) * dil_h, pad_h, stride_h)
+    dw, phase_w = _tap_origin((rs % S) * dil_w, pad_w, stride_w)
     slot = j % STAGES
     bar = bars.index(slot)
     mbarrier.expect(bar, x_desc.block_type.nbytes + w_desc.block_type.nbytes)
-    box = a_smem.index(slot)._reinterpret(x_desc.dtype, [BOX_N, BOX_H, BOX_W, BLOCK_K],
+    box = a_smem.index(slot)._reinterpret(x_desc.dtype, [BOX_N, BOX_H, 1, BOX_W, BLOCK_K],
                                           x_desc.layout)
     tma.async_copy_global_to_shared(
-        x_desc, [n0, p0 + (rs // S) * DIL_H - PAD_H, q0 + (rs % S) * DIL_W - PAD_W, c0], bar, box)
+        x_desc, [n0, p0 + dh, phase_h, q0 + dw, phase_w * C + c0], bar, box)
     tma.async_copy_global_to_shared(w_desc, [k0, rs * C + c0], bar, b_smem.index(slot))
 
 
 @gluon.jit
-def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_H, DIL_W, R,
-                       S: gl.constexpr, BOX_N: gl.constexpr, BOX_H: gl.constexpr,
-                       BOX_W: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                       STAGES: gl.constexpr, SPLIT_K: gl.constexpr, num_warps: gl.constexpr):
+def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_H, DIL_W,
+                       STRIDE_H, STRIDE_W, R, S: gl.constexpr, BOX_N: gl.constexpr,
+                       BOX_H: gl.constexpr, BOX_W: gl.constexpr, BLOCK_N: gl.constexpr,
+                       BLOCK_K: gl.constexpr, STAGES: gl.constexpr, SPLIT_K: gl.constexpr,
+                       num_warps: gl.constexpr):
     """One (BOX_N·BOX_H·BOX_W) x BLOCK_N tile of y a program: output pixels of a box of BOX_N
     images x BOX_H rows x BOX_W columns, BLOCK_N output channels, over one of SPLIT_K ranges
-    of the reduction. x_desc is a 4-D descriptor over x (N, H, W, C) in boxes (BOX_N, BOX_H,
-    BOX_W, BLOCK_K); w_desc a 2-D one over the (K, R·S·C) filter matrix in (BLOCK_N, BLOCK_K)
+    of the reduction. x_desc is a 5-D descriptor over x viewed as (N, H / STRIDE_H, STRIDE_H,
+    W / STRIDE_W, STRIDE_W·C), in boxes (BOX_N, BOX_H, 1, BOX_W, BLOCK_K): a box of that view
+    holds, for each output pixel of a box, the input pixel one filter tap reads, strided or
+    not; w_desc a 2-D one over the (K, R·S·C) filter matrix in (BLOCK_N, BLOCK_K)
     blocks; y_desc a 5-D one over (SPLIT_K, N, P, Q, K) in (1, BOX_N, BOX_H, BOX_W, BLOCK_N)
     boxes: y itself when SPLIT_K is 1, else float32 partial sums, one (N, P, Q, K) each. The
     reduction runs over (r, s, channel block) in a ring of STAGES buffers: step i's wgmma runs
@@ -111,10 +131,11 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
     for i in gl.static_range(STAGES):
         mbarrier.init(bars.index(i), count=1)
 
+    geometry = (PAD_H, PAD_W, DIL_H, DIL_W, STRIDE_H, STRIDE_W)
     for i in gl.static_range(STAGES - 1):
         if i < count:
-            _issue_step(x_desc, w_desc, a_smem, b_smem, bars, i, first, n0, p0, q0, k0, C, PAD_H,
-                        PAD_W, DIL_H, DIL_W, S, BLOCK_K, STAGES, BOX_N, BOX_H, BOX_W)
+            _issue_step(x_desc, w_desc, a_smem, b_smem, bars, i, first, n0, p0, q0, k0, C,
+                        geometry, S, BLOCK_K, STAGES, BOX_N, BOX_H, BOX_W)
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=acc_layout)
     for i in range(count):
         slot = i % STAGES
@@ -126,8 +147,7 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
         acc = warpgroup_mma_wait(1, deps=(acc,))
         if i + STAGES - 1 < count:
             _issue_step(x_desc, w_desc, a_smem, b_smem, bars, i + STAGES - 1, first, n0, p0, q0,
-                        k0, C, PAD_H, PAD_W, DIL_H, DIL_W, S, BLOCK_K, STAGES, BOX_N, BOX_H,
-                        BOX_W)
+                        k0, C, geometry, S, BLOCK_K, STAGES, BOX_N, BOX_H, BOX_W)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(i))
@@ -170,8 +190,9 @@ def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
 
 def hopper_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1) -> str:
     """Why hopper_conv_kernel cannot run this layer here ("" when it can): it needs a Hopper GPU
-    with a Triton it was measured with, float16 or bfloat16, stride 1, and C and K multiples of
-    8 (rows of 16 bytes, as TMA needs)."""
+    with a Triton it was measured with, float16 or bfloat16, C and K multiples of 8 (rows of 16
+    bytes, as TMA needs) and an input whose height and width are multiples of the stride (the
+    kernel reads x as (N, H / stride_h, stride_h, W / stride_w, stride_w·C))."""
     if TensorDescriptor is None or triton.__version__.rsplit(".", 1)[0] not in MEASURED_TRITON:
         return (f"Triton {triton.__version__}'s Gluon is not one this kernel was measured with "
                 f"({', '.join(MEASURED_TRITON)})")
@@ -179,8 +200,10 @@ def hopper_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1) -> s
         return "it needs a Hopper GPU (compute capability 9.x: wgmma and TMA)"
     if x.dtype not in (torch.float16, torch.bfloat16):
         return f"it takes float16 or bfloat16, not {x.dtype}"
-    if geometry(stride, 0, 1)[0] != (1, 1):
-        return "it takes stride 1 (a strided layer's boxes of input are not rectangles)"
+    (sh, sw), _, _ = geometry(stride, 0, 1)
+    if x.shape[2] % sh or x.shape[3] % sw:
+        return (f"the input's {x.shape[2]}x{x.shape[3]} pixels are not a multiple of the stride "
+                f"{(sh, sw)} (it reads x in groups of stride pixels)")
     K, C = w.shape[:2]
     if C % 8 or K % 8:
         return f"C = {C} and K = {K} must be multiples of 8 (16-byte rows for TMA)"
@@ -206,7 +229,7 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
     channels_last y; return y. The layer must pass :func:`hopper_conv_problem`; the box is
     box_shape's for BLOCK_M. With SPLIT_K > 1 the kernel writes (SPLIT_K, N, P, Q, K) float32
     partial sums and split_k's reduction kernel adds them, split 0 first, into y."""
-    _, (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     P, Q = y.shape[2], y.shape[3]
@@ -214,13 +237,14 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
     box_n, box_h, box_w = box_shape(bm, N, P, Q)
     out = y.permute(0, 2, 3, 1).unsqueeze(0) if splits == 1 else torch.empty(
         (splits, N, P, Q, K), device=y.device, dtype=torch.float32)
-    x_desc = _descriptor(x.permute(0, 2, 3, 1), (box_n, box_h, box_w, bk))
+    x_view = x.permute(0, 2, 3, 1).view(N, H // sh, sh, W // sw, sw * C)
+    x_desc = _descriptor(x_view, (box_n, box_h, 1, box_w, bk))
     w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk))
     y_desc = _descriptor(out, (1, box_n, box_h, box_w, bn))
     tiles = _cdiv(N, box_n) * _cdiv(P, box_h) * _cdiv(Q, box_w) * _cdiv(K, bn)
     hopper_conv_kernel[(tiles * splits,)](
-        x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, R, S=S, BOX_N=box_n, BOX_H=box_h,
-        BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
+        x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, sh, sw, R, S=S, BOX_N=box_n,
+        BOX_H=box_h, BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
         num_warps=config["num_warps"])
     if splits > 1:
         M = N * P * Q
@@ -254,14 +278,17 @@ def shared_bytes(config, element_bytes: int) -> int:
 
 def hopper_conv_prune(config, problem, resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races): its tiles overflow
-    shared memory, or its BLOCK_N is twice the output channels or more (half the tile computes
-    nothing)."""
+    shared memory, its BLOCK_N is twice the output channels or more (half the tile computes
+    nothing), or, strided along W, its BLOCK_K does not divide C."""
     needed = shared_bytes(config, 2)  # float16 or bfloat16
     if needed > resources.shared_bytes:
         return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
                 f"{resources.shared_bytes // 1024} KiB per block")
     if config["BLOCK_N"] >= 2 * problem["K"] and config["BLOCK_N"] > 64:
         return f"BLOCK_N = {config['BLOCK_N']} is twice K = {problem['K']} or more"
+    if problem.get("stride", (1, 1))[1] > 1 and problem["C"] % config["BLOCK_K"]:
+        return (f"a block of {config['BLOCK_K']} channels would run past C = {problem['C']} "
+                "into the next pixel's (a strided layer's view keeps stride_w pixels in a row)")
     return None
 
 
