@@ -1,7 +1,7 @@
 """The Gluon implicit-GEMM convolution (reference/conv_hopper.py) against cuDNN and lesson 05's
 kernel, on a GPU of compute capability 9.x: every configuration of HOPPER_CONV_CONFIGS on the
-stride-1 layers of benchmarks/conv_shapes.py's families (ResNet-50's 3x3 layers at batch 32 and
-64, 1x1 layers, odd kernel sizes), fp16 channels_last, and the 3x3 layers in bfloat16. Each
+layers of benchmarks/conv_shapes.py's families it takes (ResNet-50's 3x3 layers at batch 32 and
+64, 1x1 layers, strided layers, odd kernel sizes), fp16 channels_last, and in bfloat16. Each
 configuration is checked against float32 PyTorch before it is timed; every side a CUDA graph,
 each side's best median of interleaved runs, L2 flushed. Each side's time a call when called
 eagerly, back to back (what the host's launch costs), is recorded beside it.
@@ -44,6 +44,10 @@ def measure(layer, dtype: torch.dtype) -> dict:
     x = channels_last(torch.randn(N, C, H, W, device="cuda", dtype=dtype))
     w = channels_last(torch.randn(K, C, R, R, device="cuda", dtype=dtype) / (C * R * R) ** 0.5)
     P, Q = conv.check_conv_inputs(x, w, stride, padding)
+    refused = conv_hopper.hopper_conv_problem(x, w, stride)
+    if refused:
+        print(f"== N{N} C{C} {H}x{W} K{K} {R}x{R} stride {stride}: {refused}")
+        return {"layer": list(layer), "refused": refused}
     fns = {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding),
            "lesson 05 default": lambda: conv.conv2d(x, w, stride, padding)}
     for config in conv_hopper.HOPPER_CONV_CONFIGS:
@@ -86,8 +90,6 @@ def main() -> None:
     for dtype in args.dtypes:
         for family in args.families:
             for layer in FAMILIES[family][0]:
-                if layer[6] != 1:
-                    continue
                 record["rows"].append({"family": family,
                                        **measure(layer, getattr(torch, dtype))})
                 write(record, args.out)
