@@ -1,6 +1,7 @@
 """1x1 convolutions at cuDNN's speed: a persistent kernel whose input, filters and output all
 move through tensor descriptors (TMA), and one tuned entry point, :func:`shape_conv2d`, that
-races it, lesson 05's implicit GEMM and its split-K form (`conv_split_k`) per layer.
+races it, lesson 05's implicit GEMM, its split-K form (`conv_split_k`) and, on Hopper GPUs,
+the Gluon implicit GEMM (`conv_hopper`) per layer.
 
 Why: a 1x1 convolution of stride 1 without padding is a plain matrix product. Its input *is*
 the (N·H·W, C) matrix (channels_last), its filters the (K, C) one, and y = x @ w^T. Its
@@ -14,12 +15,14 @@ ran ResNet-50's 1x1 layers at 56x56 at 0.97-0.98 of cuDNN, where lesson 05's ker
 
 Only 1x1 layers: a first version also gathered the input tiles of 3x3, strided and odd layers
 with pointers inside the persistent loop. It lost to lesson 05's kernel on every one of them
-(0.33-0.71 of cuDNN against 0.59-1.25), so those layers keep lesson 05's kernel.
+(0.33-0.71 of cuDNN against 0.59-1.25). Those layers go to the Gluon kernel where it runs
+(ResNet-50's 3x3 layers at 0.90-1.14x cuDNN on the H200, docs/results/h200.md), else to lesson
+05's kernel.
 
 Shapes and names as in `convolution`: x (N, C, H, W) and w (K, C, R, S) channels_last, y
 (N, K, P, Q) channels_last; float16, bfloat16 or float32; no groups. :func:`descriptor_problem`
-says why a layer cannot take the persistent path, and :func:`shape_conv2d` then runs lesson
-05's kernel alone.
+and `conv_hopper.hopper_conv_problem` say why a layer cannot take the persistent or the Gluon
+path, and :func:`shape_conv2d` races the others.
 """
 from __future__ import annotations
 
