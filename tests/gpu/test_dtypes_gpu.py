@@ -1,10 +1,10 @@
 """The reference convolutions and shape_matmul in float16 and bfloat16 on a GPU, against float64:
 Triton's interpreter cannot check bfloat16 (its tl.dot multiplies bfloat16 operands as raw
 bits, triton-lang/triton#11584, which upstream closed as unsupported), so these run here only.
-Odd sizes and every path: lesson 05's implicit GEMM, its split-K form, the persistent 1x1 kernel and
-shape_conv2d's race, the stem kernel, the packed kernel on a stem, on one GEMM
-per group and on blocks of groups, the depthwise kernel, and shape_matmul's padded and split-K
-paths."""
+Odd sizes and every path: lesson 05's implicit GEMM, its split-K form, the persistent 1x1
+kernel and shape_conv2d's race (the Gluon kernel in it on Hopper GPUs, strided too), the stem
+kernel, the packed kernel on a stem, on one GEMM per group and on blocks of groups, the
+depthwise kernel, and shape_matmul's padded and split-K paths."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,8 +45,9 @@ def test_persistent_1x1_conv2d(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layer", [(2, 40, 15, 13, 48, 3, 2, 1), (2, 64, 9, 11, 72, 1, 1, 0)],
-                         ids=["3x3-strided", "1x1"])
+@pytest.mark.parametrize("layer", [(2, 40, 15, 13, 48, 3, 2, 1), (2, 64, 9, 11, 72, 1, 1, 0),
+                                   (2, 64, 14, 12, 48, 3, 2, 1)],
+                         ids=["3x3-strided", "1x1", "3x3-strided-even"])
 def test_shape_conv2d(layer, dtype):
     N, C, H, W, K, R, stride, padding = layer
     x, w = inputs(N, C, H, W, K, C, R, R, dtype)
