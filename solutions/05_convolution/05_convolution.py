@@ -1292,5 +1292,16 @@ assert_groups_speed(packed_conv2d, groups_reference, make_groups_inputs, PACKED_
 # an edge zeroed after the load) was slower, at 0.49 to 0.76 of cuDNN on the 3x3 layers, and
 # persistent variants did not help either. Your own GPU's figures are in the comparison above.
 #
+# What did pass cuDNN was the same idea with nothing left to the compiler. In Gluon, Triton's
+# lower-level language, `tilegym_edu/reference/conv_hopper.py` fetches each filter tap's input as
+# one TMA box of $x$ (a few images x rows x columns x 64 channels, the padding the hardware's zero
+# fill) and hands that box, where it landed in shared memory, to the tensor cores as the tile of
+# $A$: it reshapes the buffer's description, not the data, which Triton's `reshape` could not do
+# without a trip through registers. On the H200 it ran ResNet-50's 3x3 layers at 0.89 to 1.14 of
+# cuDNN's speed and the strided ones at 0.94 to 1.05, where this lesson's kernel managed 0.59 to
+# 0.95 (`docs/results/h200-2026-12-03-conv-shapes.md`). The price is Python: building its three
+# tensor descriptors takes the host about 0.1 ms a launch, longer than the layer takes the GPU, so
+# it pays only where the network runs as a CUDA graph.
+#
 # This is the last lesson of the kernels track. **Lesson 06, the capstone**, puts the kernels of the
 # track into a Llama-style language model.

@@ -16,7 +16,7 @@ ran ResNet-50's 1x1 layers at 56x56 at 0.97-0.98 of cuDNN, where lesson 05's ker
 Only 1x1 layers: a first version also gathered the input tiles of 3x3, strided and odd layers
 with pointers inside the persistent loop. It lost to lesson 05's kernel on every one of them
 (0.33-0.71 of cuDNN against 0.59-1.25). Those layers go to the Gluon kernel where it runs
-(ResNet-50's 3x3 layers at 0.90-1.14x cuDNN on the H200, docs/results/h200.md), else to lesson
+(ResNet-50's 3x3 layers at 0.89-1.14x cuDNN on the H200, docs/results/h200.md), else to lesson
 05's kernel.
 
 Shapes and names as in `convolution`: x (N, C, H, W) and w (K, C, R, S) channels_last, y
