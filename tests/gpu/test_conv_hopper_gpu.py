@@ -54,6 +54,9 @@ def test_every_configuration_matches_pytorch(layer, config):
         problem = {"K": 4096, "C": w.shape[1], "stride": (1, stride_w)}  # skips it, says why
         assert "past C" in conv_hopper.hopper_conv_prune(options, problem,
                                                          tune.Resources.of_gpu())
+        with pytest.raises(ValueError, match="does not divide C"):
+            conv_hopper.launch_hopper_conv2d(x, w, _output(x, w, padding, dilation, stride),
+                                             stride, padding, dilation, options)
         return
     y = _output(x, w, padding, dilation, stride).fill_(float("nan"))
     conv_hopper.launch_hopper_conv2d(x, w, y, stride, padding, dilation, options)

@@ -234,6 +234,9 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
     K, _, R, S = w.shape
     P, Q = y.shape[2], y.shape[3]
     bm, bn, bk, splits = (config[name] for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K"))
+    if sw > 1 and C % bk:
+        raise ValueError(f"BLOCK_K = {bk} does not divide C = {C}: strided along W, a block of "
+                         "channels would read the next pixel's; take a BLOCK_K that divides C")
     box_n, box_h, box_w = box_shape(bm, N, P, Q)
     out = y.permute(0, 2, 3, 1).unsqueeze(0) if splits == 1 else torch.empty(
         (splits, N, P, Q, K), device=y.device, dtype=torch.float32)
@@ -256,8 +259,8 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
 #: a configuration's names
 HOPPER_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K", "num_warps")
 
-#: the configurations the tuner races (the first is the default), from runs i-k of 2026-12-03 on
-#: ResNet-50's 3x3 layers (docs/results/h200.md): the tile, and with it how many programs share an
+#: the configurations the tuner races (the first is the default), from runs i-n of 2026-12-03 on
+#: ResNet-50's layers (docs/results/h200.md): the tile, and with it how many programs share an
 #: SM (2-4 stages of 24-48 KiB), mattered more than anything else; split-K for the layers with
 #: few tiles, BLOCK_K 32 for channels that are an odd multiple of 32
 HOPPER_CONV_CONFIGS = ((128, 64, 64, 3, 1, 4), (128, 128, 64, 3, 1, 4), (128, 128, 64, 4, 1, 4),
