@@ -26,6 +26,7 @@ from tilegym_edu import bench
 from tilegym_edu.reference import conv_hopper
 from tilegym_edu.reference import convolution as conv
 
+
 def eager_ms(fn, calls: int = 200) -> float:
     """Milliseconds a call when called back to back without a CUDA graph: the host's launch
     time where it exceeds the GPU's work."""

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from tests.conftest import tuning_cache_in
 from tilegym_edu import tune
 from tilegym_edu.reference import conv_hopper, conv_persistent
-from tilegym_edu.reference.convolution import new_output, output_size
+from tilegym_edu.reference.convolution import check_conv_inputs, new_output
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
@@ -28,9 +28,7 @@ LAYERS = [(2, 64, 56, 56, 64, 3, 3, 1, 1, 1), (3, 256, 14, 14, 256, 3, 3, 1, 1, 
 
 
 def _output(x, w, padding, dilation, stride):
-    (sh, sw) = (stride, stride) if isinstance(stride, int) else stride
-    P = output_size(x.shape[2], w.shape[2], sh, padding, dilation)
-    Q = output_size(x.shape[3], w.shape[3], sw, padding, dilation)
+    P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     return new_output(x, w.shape[0], P, Q)
 
 

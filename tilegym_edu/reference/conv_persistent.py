@@ -223,4 +223,5 @@ def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pa
     result = tune_shape_conv(x, w, y, stride, padding, dilation, level)
     return run_conv_path(x, w, y, stride, padding, dilation, result.config)
 
+
 forbidden_in_graded_calls(persistent_conv2d_kernel)
