@@ -45,7 +45,7 @@ import triton.language as tl
 from conv_groups import LAYERS, channels_last, ours
 from record import finish, header, options, write
 from tilegym_edu import bench, tune
-from tilegym_edu.reference.conv_groups import DEPTHWISE_SPACE
+from tilegym_edu.reference.conv_groups import DEPTHWISE_TILES_SPACE
 from tilegym_edu.reference import convolution as conv
 
 
@@ -92,7 +92,7 @@ def channels_first_depthwise(x, w, stride, padding, config):
     return y
 
 
-DEPTHWISE_CONFIGS = DEPTHWISE_SPACE.configs(1)
+DEPTHWISE_CONFIGS = DEPTHWISE_TILES_SPACE.configs(1)
 
 
 def best_of(run, configs, expected) -> tuple[dict, dict]:

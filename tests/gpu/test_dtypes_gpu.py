@@ -3,8 +3,11 @@ Triton's interpreter cannot check bfloat16 (its tl.dot multiplies bfloat16 opera
 bits, triton-lang/triton#11584, which upstream closed as unsupported), so these run here only.
 Odd sizes and every path: lesson 05's implicit GEMM, its split-K form, the persistent 1x1
 kernel and shape_conv2d's race (the Gluon kernel in it on Hopper GPUs, strided too), the stem
-kernel, the packed kernel on a stem, on one GEMM per group and on blocks of groups, the
-depthwise kernel, and shape_matmul's padded and split-K paths."""
+kernel, the packed kernel on a stem, on one GEMM per group and on blocks of groups, both depthwise
+kernels (every configuration of the rows kernel's space on MobileNetV2's depthwise layers and an
+odd one, against cuDNN in float32), and shape_matmul's padded and split-K paths."""
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -89,6 +92,49 @@ def test_depthwise_conv2d(dtype):
     x, w = inputs(2, 37, 17, 15, 74, 1, 3, 3, dtype)        # 2 outputs per channel
     assert_close_to_float64(conv_groups.depthwise_conv2d(x, w, 2, 1), x, w, dtype, stride=2,
                             padding=1, groups=37)
+
+
+#: (N, C, H, W, K, R, stride, padding, dilation): MobileNetV2's depthwise layers
+#: (benchmarks/conv_groups.py) and an odd one: 2 outputs a channel, sizes no block divides,
+#: dilation 2
+DEPTHWISE_LAYERS = {
+    "112x112-s2": (32, 96, 112, 112, 96, 3, 2, 1, 1),
+    "56x56": (32, 144, 56, 56, 144, 3, 1, 1, 1),
+    "14x14": (32, 384, 14, 14, 384, 3, 1, 1, 1),
+    "7x7": (32, 960, 7, 7, 960, 3, 1, 1, 1),
+    "odd": (3, 37, 29, 23, 74, 3, 1, 2, 2),
+}
+
+
+@functools.cache
+def depthwise_layer(name: str, dtype: torch.dtype):
+    """x and w of DEPTHWISE_LAYERS[name] in ``dtype`` on the GPU, channels_last, and cuDNN's
+    float32 output from them (TF32 off), made once for every configuration tested on them."""
+    N, C, H, W, K, R, stride, padding, dilation = DEPTHWISE_LAYERS[name]
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randn(N, C, H, W, device="cuda", generator=generator).to(dtype)
+    w = torch.randn(K, 1, R, R, device="cuda", generator=generator).to(dtype) / R
+    x, w = (t.contiguous(memory_format=torch.channels_last) for t in (x, w))
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        expected = F.conv2d(x.float(), w.float(), stride=stride, padding=padding,
+                            dilation=dilation, groups=C)
+    return x, w, expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layer", DEPTHWISE_LAYERS)
+@pytest.mark.parametrize("config", conv_groups.DEPTHWISE_ROWS_SPACE.configs(1),
+                         ids=lambda config: str(config).replace(" ", ","))
+def test_depthwise_rows_kernel_against_cudnn(config, layer, dtype):
+    """Every level-1 configuration on every layer, pruned there or not: a pruned one would
+    idle, not err."""
+    x, w, expected = depthwise_layer(layer, dtype)
+    _, _, _, _, _, _, stride, padding, dilation = DEPTHWISE_LAYERS[layer]
+    y = conv_groups.depthwise_conv2d(x, w, stride, padding, dilation, {**config, "PATH": "rows"})
+    assert y.dtype == dtype and y.shape == expected.shape
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    error = (y.float() - expected).abs().max() / expected.abs().max()
+    assert error < TOLERANCE[dtype], f"{dtype}: largest error {error:.2e} of the largest element"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

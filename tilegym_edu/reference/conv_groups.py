@@ -19,9 +19,32 @@ the layer is memory-bound and its tiles are then full.
 
 Depthwise (C / G = 1: every output channel reads one input channel) is not a matrix product:
 y[n, k, p, q] = Σ_{r,s} x[n, k // M, h, w] · w[k, 0, r, s], with M = K / C output channels per
-input channel. Each program takes BLOCK_M output pixels x BLOCK_C channels, adjacent in NHWC
-memory, and adds R·S products of loaded tiles: no tensor cores, few FLOPs per byte; on the
-roofline it sits with the memory-bound kernels of lesson 06, not with the matmuls.
+input channel. No tensor cores, few FLOPs per byte: on the roofline it sits with the
+memory-bound kernels of lesson 06, not with the matmuls. Two kernels, raced per layer by the
+tuner (DEPTHWISE_SPACE; a configuration's PATH names its kernel):
+
+* "tiles", depthwise_conv2d_kernel (lesson 05's Exercise 3): each program takes BLOCK_M output
+  pixels x BLOCK_C channels, adjacent in NHWC memory, and adds R·S products of loaded tiles.
+  Every input pixel is then loaded by up to R·S taps of up to R programs (the output rows above
+  and below belong to others), so the SMs read the input from L2 several times over, and its
+  loop over taps, as compiled (Triton 3.6, sm_90), waits for one tap's loads before it issues
+  the next tap's.
+* "rows", depthwise_rows_kernel (row streaming). Why: with stride 1, consecutive output rows
+  share R - 1 of their R input rows. A program that computes a run of ROWS consecutive output
+  rows (of one strip of columns and block of channels) can load each input row it needs once,
+  ROWS + R - 1 rows for ROWS output rows, and add it to every output row that reads it. How: it
+  walks the input rows top to bottom with one float32 accumulator per output row of the run
+  (with stride 1, R of them live at a time), stores an output row as soon as its last input row
+  is added, and loads PREFETCH rows ahead of the one it adds, so several rows' loads are in
+  flight. The vertical stride and dilation are compile-time constants, so which output rows an
+  input row feeds is worked out by the compiler, for any of them (with stride 2 a run reads
+  2·ROWS + R - 2 input rows, each feeding one or two output rows). What it costs: the R·S
+  filter taps of its channels stay in registers, so fewer programs share an SM, and filters of
+  more than MAX_ROWS_TAPS taps are left to "tiles". Whether fewer loads pay for fewer programs
+  per SM is for the race to find, layer by layer. On an H200 (docs/results/h200.md, run r of
+  2026-12-03) it picked "rows" on three of MobileNetV2's four depthwise layers: 56² at 0.87x
+  cuDNN's speed (0.68x with "tiles" alone), 7² at 1.12x, 112² with stride 2 at 0.97x; and
+  "tiles" at 14² (1.09x).
 """
 from typing import Mapping
 
@@ -30,10 +53,11 @@ import triton
 import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
-from tilegym_edu.reference.convolution import Pair, check_conv_inputs, geometry, new_output
+from tilegym_edu.reference.convolution import (Pair, check_conv_inputs, geometry, new_output,
+                                               output_size)
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import TILE_NAMES, Config, SearchSpace, configs_from_rows
+from tilegym_edu.tune import TILE_NAMES, Config, KernelGroup, SearchSpace, configs_from_rows
 
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
@@ -118,6 +142,85 @@ def depthwise_conv2d_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S: tl.c
              mask=m_ok[:, None] & k_ok[None, :])
 
 
+@triton.jit
+def load_input_row(x_image, h, w0, q_ok, c, k_ok, H, W, C, S: tl.constexpr, DIL_W):
+    """The S tiles of input row h that a strip of output columns reads, one per filter column s:
+    x[h, w0 + s·DIL_W, c] for the strip's first input columns w0 (BLOCK_W,) and input channels c
+    (BLOCK_C,), each (BLOCK_W, BLOCK_C) in x's dtype, zero outside the image."""
+    tiles = ()
+    for s in tl.static_range(S):
+        w = w0 + s * DIL_W
+        pixel = h * W + w                   # inside the image: 0 <= w < W, and so 0 <= h < H
+        ok = q_ok & (w >= 0) & (w < W) & (pixel >= 0) & (pixel < H * W)
+        tiles = tiles + (tl.load(x_image + pixel[:, None] * C + c[None, :],
+                                 mask=ok[:, None] & k_ok[None, :], other=0.0),)
+    return tiles
+
+
+@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "STRIDE_W", "PAD_H", "PAD_W",
+                               "DIL_W"])
+def depthwise_rows_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R: tl.constexpr,
+                          S: tl.constexpr, MULT: tl.constexpr, STRIDE_H: tl.constexpr,
+                          STRIDE_W, PAD_H, PAD_W, DIL_H: tl.constexpr, DIL_W,
+                          ROWS: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
+                          PREFETCH: tl.constexpr):
+    """Depthwise by row streaming, for the same tensors as depthwise_conv2d_kernel. One program
+    per image n, run of ROWS output rows p0 .. p0 + ROWS - 1, strip of BLOCK_W output columns
+    and block of BLOCK_C output channels (one program id, channel blocks fastest, then strips,
+    runs, images). It walks the IN_ROWS = (ROWS - 1)·STRIDE_H + (R - 1)·DIL_H + 1 input rows
+    from the run's first, h0, top to bottom, each loaded once (load_input_row: S column shifts
+    of a (BLOCK_W, BLOCK_C) tile, which overlap, so all but the first come from L1), and adds
+    each tile times its filter tap to the float32 accumulator of every output row that reads
+    it; output row i is stored once its last input row, i·STRIDE_H + (R - 1)·DIL_H, is added.
+    Row j + PREFETCH is loaded before row j is added, so PREFETCH + 1 rows' loads are in flight
+    while the program computes. The loops are unrolled (R, S, STRIDE_H, DIL_H, ROWS and
+    PREFETCH are constexprs): which output rows an input row feeds, through which filter rows,
+    is decided at compile time, and a row that none reads (between the strided rows of a 1x1
+    filter) is loaded for nothing and compiled away. The R·S filter taps of the channel block
+    are loaded once, into registers."""
+    pid = tl.program_id(0)
+    channel_blocks = tl.cdiv(K, BLOCK_C)
+    strips = tl.cdiv(Q, BLOCK_W)
+    runs = tl.cdiv(P, ROWS)
+    offs_k = (pid % channel_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+    offs_q = (pid // channel_blocks % strips) * BLOCK_W + tl.arange(0, BLOCK_W)
+    p0 = (pid // (channel_blocks * strips) % runs) * ROWS
+    n = pid // (channel_blocks * strips * runs)
+    k_ok, q_ok = offs_k < K, offs_q < Q
+    c = offs_k // MULT
+    x_image = x_ptr + n * (H * W * C)
+    h0 = p0 * STRIDE_H - PAD_H                          # the run's first input row
+    w0 = offs_q * STRIDE_W - PAD_W                      # each output column's first input column
+    IN_ROWS: tl.constexpr = (ROWS - 1) * STRIDE_H + (R - 1) * DIL_H + 1
+    taps = ()
+    for tap in tl.static_range(R * S):
+        taps = taps + (tl.load(w_ptr + offs_k * (R * S) + tap, mask=k_ok,
+                               other=0.0).to(tl.float32),)
+    accs = (tl.zeros((BLOCK_W, BLOCK_C), dtype=tl.float32),) * ROWS
+    loaded = ()                     # the tiles of the input rows loaded and not yet added, S a row
+    for j in tl.static_range(PREFETCH):
+        loaded = loaded + load_input_row(x_image, h0 + j, w0, q_ok, c, k_ok, H, W, C, S, DIL_W)
+    for j in tl.static_range(IN_ROWS):
+        if j + PREFETCH < IN_ROWS:
+            loaded = loaded + load_input_row(x_image, h0 + j + PREFETCH, w0, q_ok, c, k_ok, H, W,
+                                             C, S, DIL_W)
+        for s in tl.static_range(S):
+            a = loaded[s].to(tl.float32)
+            for i in tl.static_range(ROWS):     # output row i reads row j = i·STRIDE_H + r·DIL_H
+                if j >= i * STRIDE_H and (j - i * STRIDE_H) % DIL_H == 0 and \
+                        (j - i * STRIDE_H) // DIL_H < R:        # through its filter row r
+                    weight = taps[(j - i * STRIDE_H) // DIL_H * S + s]
+                    accs = accs[:i] + (accs[i] + a * weight[None, :],) + accs[i + 1:]
+        loaded = loaded[S:]
+        # output row i = (j - (R - 1)·DIL_H) / STRIDE_H has had its last input row, j: store it
+        if j >= (R - 1) * DIL_H and (j - (R - 1) * DIL_H) % STRIDE_H == 0:
+            out = (n * P + p0 + (j - (R - 1) * DIL_H) // STRIDE_H) * Q + offs_q
+            inside = q_ok & (out < (n + 1) * P * Q)     # in image n's output: p0 + i < P
+            tl.store(y_ptr + out[:, None] * K + offs_k[None, :],
+                     accs[(j - (R - 1) * DIL_H) // STRIDE_H].to(y_ptr.dtype.element_ty),
+                     mask=inside[:, None] & k_ok[None, :])
+
+
 def groups_per_block(groups: int, CG: int, KG: int, width: int) -> int:
     """How many adjacent groups (of CG input and KG output channels) one program of
     packed_conv2d_kernel takes: the largest power of two that divides ``groups`` and keeps the
@@ -150,10 +253,12 @@ PACKED_SPACE = SearchSpace(
           "num_stages": (2, 3, 4)},
     prune=matmul_prune, cap=60)
 
-#: level 0 of DEPTHWISE_SPACE: 64 pixels x 64 channels (128 bytes of fp16 per pixel row)
+#: level 0 of DEPTHWISE_SPACE (PATH "tiles"): 64 pixels x 64 channels (128 bytes of fp16 per
+#: pixel row)
 DEPTHWISE_DEFAULT = dict(BLOCK_M=64, BLOCK_C=64, num_warps=4, num_stages=2)
 _DEPTHWISE_NAMES = ("BLOCK_M", "BLOCK_C", "num_warps", "num_stages")
-DEPTHWISE_SPACE = SearchSpace(
+#: depthwise_conv2d_kernel's configurations
+DEPTHWISE_TILES_SPACE = SearchSpace(
     default=Config(**DEPTHWISE_DEFAULT),
     small=configs_from_rows(_DEPTHWISE_NAMES, [
         (32, 64, 4, 2), (128, 64, 8, 2), (64, 128, 8, 2), (32, 128, 4, 2), (128, 32, 4, 2),
@@ -162,6 +267,116 @@ DEPTHWISE_SPACE = SearchSpace(
           "num_warps": (4, 8),
           "num_stages": (1, 2, 3)},
     cap=40)
+
+
+#: the most filter taps (R·S) depthwise_rows_kernel takes: it keeps every tap of its channel
+#: block in registers, 8 float32 a tap for a thread's 16-byte vector of 8 fp16 channels. With a
+#: 3x3 filter ptxas (Triton 3.6, sm_90) gives DEPTHWISE_ROWS_SPACE's configurations 132 to 231
+#: registers a thread on MobileNetV2's layers, none spilling; 5x3 and 5x5 filters spill
+MAX_ROWS_TAPS = 9
+
+
+def depthwise_rows_prune(config, problem, resources) -> str | None:
+    """Why depthwise_rows_kernel should not run ``problem`` (conv_problem's dict) with
+    ``config``, or None. A run of ROWS output rows or a strip of BLOCK_W columns twice the
+    output's height P or width Q or more leaves over half of every program idle, and a smaller
+    run or strip of the space covers the layer. A filter of more than MAX_ROWS_TAPS taps would
+    spill its taps to local memory: depthwise_conv2d_kernel takes it."""
+    (sh, sw), (ph, pw), (dh, dw) = problem["stride"], problem["padding"], problem["dilation"]
+    P = output_size(problem["H"], problem["R"], sh, ph, dh)
+    Q = output_size(problem["W"], problem["S"], sw, pw, dw)
+    if config["ROWS"] >= 2 * P:
+        return f"a run of {config['ROWS']} rows is twice the output's {P} or more"
+    if config["BLOCK_W"] >= 2 * Q:
+        return f"a strip of {config['BLOCK_W']} columns is twice the output's {Q} or more"
+    taps = problem["R"] * problem["S"]
+    if taps > MAX_ROWS_TAPS:
+        return (f"a {problem['R']}x{problem['S']} filter has {taps} taps, over the "
+                f"{MAX_ROWS_TAPS} the rows kernel keeps in registers without spilling")
+    return None
+
+
+#: the rows kernel's hand-written configuration (its space's level 0): a strip of 64 columns
+#: (a 56-wide output row in one), 16 channels (two threads' 16-byte vectors a pixel), runs of
+#: 8 rows, one input row loaded ahead; ptxas gives it 136 registers a thread on sm_90
+DEPTHWISE_ROWS_DEFAULT = dict(BLOCK_W=64, BLOCK_C=16, ROWS=8, PREFETCH=1, num_warps=4)
+_ROWS_NAMES = ("BLOCK_W", "BLOCK_C", "ROWS", "PREFETCH", "num_warps")
+#: depthwise_rows_kernel's configurations. Its loops are unrolled, so num_stages has nothing to
+#: pipeline; PREFETCH sets how many rows' loads are in flight. Registers (the filter taps take
+#: 72 of them) allow 8 to 14 warps an SM, so the list varies what a warp holds: one pixel's 8
+#: channels a thread (4 warps for 64 x 16) or two (2 warps), and how far ahead it loads. It
+#: covers MobileNetV2's widths: strips of 64 and 32 columns for 56 (with 16 and 32 channels,
+#: as C = 144 and 96 divide), 16 for 14, 8 for 7, with 64 and 128 channels for C = 384, 960;
+#: runs of 7 or 14 rows divide outputs of 7, 14 and 56 rows. The 14x14 and 7x7 layers fill
+#: the SMs once at most with those (256 to 768 programs), hence runs of 4 rows of 32 channels
+DEPTHWISE_ROWS_SPACE = SearchSpace(
+    default=Config(**DEPTHWISE_ROWS_DEFAULT),
+    small=configs_from_rows(_ROWS_NAMES, [
+        (64, 16, 14, 1, 4), (64, 16, 8, 0, 4), (64, 16, 8, 2, 4), (64, 16, 8, 1, 2),
+        (32, 16, 8, 1, 2), (32, 32, 8, 1, 4), (64, 32, 8, 1, 4), (32, 32, 4, 2, 4),
+        (16, 64, 7, 1, 4), (16, 32, 7, 1, 2), (16, 64, 14, 1, 4), (16, 32, 4, 1, 2),
+        (8, 64, 7, 1, 2), (8, 128, 7, 1, 4), (8, 32, 4, 1, 1)]),
+    prune=depthwise_rows_prune)
+
+
+def launch_depthwise_tiles(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
+                           padding: Pair, dilation: Pair, config) -> torch.Tensor:
+    """Run depthwise_conv2d_kernel with ``config`` (every launch option) into the
+    preallocated channels_last y (N, K, P, Q); return y."""
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
+    N, C, H, W = x.shape
+    K, _, R, S = w.shape
+    P, Q = y.shape[2:]
+    grid = (triton.cdiv(N * P * Q, config["BLOCK_M"]), triton.cdiv(K, config["BLOCK_C"]))
+    depthwise_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, K // C, sh, sw, ph, pw,
+                                  dh, dw, **config)
+    return y
+
+
+def launch_depthwise_rows(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
+                          padding: Pair, dilation: Pair, config) -> torch.Tensor:
+    """Run depthwise_rows_kernel with ``config`` (every launch option) into the preallocated
+    channels_last y (N, K, P, Q), one program per image, run of ROWS rows, strip of BLOCK_W
+    columns and block of BLOCK_C channels; return y."""
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
+    N, C, H, W = x.shape
+    K, _, R, S = w.shape
+    P, Q = y.shape[2:]
+    grid = (N * triton.cdiv(P, config["ROWS"]) * triton.cdiv(Q, config["BLOCK_W"])
+            * triton.cdiv(K, config["BLOCK_C"]),)
+    depthwise_rows_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, K // C, sh, sw, ph, pw,
+                                dh, dw, **config)
+    return y
+
+
+#: the depthwise kernels, each with its search space; a configuration of DEPTHWISE_SPACE names
+#: its kernel in PATH
+DEPTHWISE_PATHS = {"tiles": DEPTHWISE_TILES_SPACE, "rows": DEPTHWISE_ROWS_SPACE}
+#: how each path runs: launch(x, w, y, stride, padding, dilation, options) -> y
+DEPTHWISE_LAUNCHES = {"tiles": launch_depthwise_tiles, "rows": launch_depthwise_rows}
+
+
+def depthwise_prune(config, problem, resources) -> str | None:
+    """The prune of the space config["PATH"] names, on the rest of the configuration."""
+    own = DEPTHWISE_PATHS[config["PATH"]]
+    options = {k: v for k, v in config.items() if k != "PATH"}
+    return own.prune(options, problem, resources) if own.prune else None
+
+
+#: both depthwise kernels in one space, raced per layer: level 0 (and the interpreter) runs the
+#: tiles kernel's default, level 1 adds every path's level 1, level 2 the tiles kernel's grid
+#: (capped to as many of it as before the rows kernel came)
+DEPTHWISE_SPACE = SearchSpace(
+    default=Config(**DEPTHWISE_DEFAULT, PATH="tiles"),
+    small=[Config(**c, PATH=path) for path, space in DEPTHWISE_PATHS.items()
+           for c in space.configs(1)],
+    grid={"PATH": ("tiles",), **DEPTHWISE_TILES_SPACE.grid},
+    prune=depthwise_prune,
+    cap=DEPTHWISE_TILES_SPACE.cap + len(DEPTHWISE_ROWS_SPACE.configs(1)))
+
+#: what the tuner keys DEPTHWISE_SPACE's results on: the source of both kernels
+DEPTHWISE_KERNELS = KernelGroup("depthwise_conv2d", (depthwise_conv2d_kernel,
+                                                     depthwise_rows_kernel))
 
 
 @forbidden_in_graded_calls
@@ -190,21 +405,21 @@ def packed_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: P
 def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                      dilation: Pair = 1, config: Mapping[str, int] | None = None) -> torch.Tensor:
     """F.conv2d(x, w, ..., groups=C) for x (N, C, H, W) and w (K, 1, R, S), K a multiple of C
-    (K / C output channels per input channel); ``config`` overrides DEPTHWISE_DEFAULT."""
+    (K / C output channels per input channel). ``config``'s PATH picks the kernel: "tiles"
+    (depthwise_conv2d_kernel, also without a PATH) or "rows" (depthwise_rows_kernel); its other
+    values override that path's default (DEPTHWISE_DEFAULT or DEPTHWISE_ROWS_DEFAULT)."""
     if x.dim() == 4 and w.dim() == 4 and w.shape[1] != 1:
         raise ValueError(f"depthwise filters read one channel each: w must be (K, 1, R, S), "
                          f"got {tuple(w.shape)}; use packed_conv2d for C // groups > 1")
+    options = dict(config or {})
+    path = options.pop("PATH", "tiles")
+    if path not in DEPTHWISE_PATHS:
+        raise ValueError(f"PATH must be one of {sorted(DEPTHWISE_PATHS)}, got {path!r}")
     C = x.shape[1] if x.dim() == 4 else 0
     P, Q = check_conv_inputs(x, w, stride, padding, dilation, C)
-    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
-    N, _, H, W = x.shape
-    K, _, R, S = w.shape
-    options = {**DEPTHWISE_DEFAULT, **(config or {})}
-    y = new_output(x, K, P, Q)
-    grid = (triton.cdiv(N * P * Q, options["BLOCK_M"]), triton.cdiv(K, options["BLOCK_C"]))
-    depthwise_conv2d_kernel[grid](x, w, y, N, H, W, C, K, P, Q, R, S, K // C, sh, sw, ph, pw,
-                                  dh, dw, **options)
-    return y
+    y = new_output(x, w.shape[0], P, Q)
+    return DEPTHWISE_LAUNCHES[path](x, w, y, stride, padding, dilation,
+                                    {**DEPTHWISE_PATHS[path].default, **options})
 
 
 @forbidden_in_graded_calls
@@ -219,3 +434,4 @@ def grouped_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: 
 
 forbidden_in_graded_calls(packed_conv2d_kernel)
 forbidden_in_graded_calls(depthwise_conv2d_kernel)
+forbidden_in_graded_calls(depthwise_rows_kernel)
