@@ -168,13 +168,13 @@ def test_the_rows_kernel_is_pruned_where_it_would_idle_or_spill_with_why():
     strided = layer_problem(1, 16, 56, 56, 3, 3, 2, 1)          # Q = 28
     five = layer_problem(1, 16, 56, 56, 5, 5, 1, 2)
     five_by_three = layer_problem(1, 16, 56, 56, 5, 3, 1, 1)
-    assert conv_groups.depthwise_prune(rows, mobilenet, gpu) is None
+    assert conv_groups.DEPTHWISE_SPACE.prune(rows, mobilenet, gpu) is None
     for problem, why in ((short, "a run of 8 rows is twice the output's 4"),
                          (strided, "a strip of 64 columns is twice the output's 28"),
                          (five, "a 5x5 filter has 25 taps, over the 9"),
                          (five_by_three, "a 5x3 filter has 15 taps")):
-        assert why in conv_groups.depthwise_prune(rows, problem, gpu)
-        assert conv_groups.depthwise_prune(tiles, problem, gpu) is None   # tiles: never
+        assert why in conv_groups.DEPTHWISE_SPACE.prune(rows, problem, gpu)
+        assert conv_groups.DEPTHWISE_SPACE.prune(tiles, problem, gpu) is None   # tiles: never
     seven = layer_problem(32, 960, 7, 7, 3, 3, 1, 1)                      # MobileNetV2's 7x7
     kept, pruned = conv_groups.DEPTHWISE_SPACE.candidates(1, seven, gpu)
     assert {c["BLOCK_W"] for c in kept if c["PATH"] == "rows"} == {8}

@@ -375,3 +375,19 @@ def test_configs_from_rows_names_each_row_in_order():
     assert tune.configs_from_rows(("BLOCK_M", "BLOCK_N", "num_warps"), rows) == (
         tune.Config(BLOCK_M=128, BLOCK_N=64, num_warps=4),
         tune.Config(BLOCK_M=64, BLOCK_N=32, num_warps=8))
+
+
+def test_a_space_of_paths_names_each_configuration_s_path_and_prunes_with_its_space():
+    wide = tune.SearchSpace(default=tune.Config(BLOCK=64), small=(tune.Config(BLOCK=128),),
+                            prune=lambda c, p, r: "too wide" if c["BLOCK"] > p["N"] else None)
+    plain = tune.SearchSpace(default=tune.Config(WARPS=4))
+    paths = {"wide": wide, "plain": plain}
+    assert tune.path_configs(paths) == [tune.Config(BLOCK=64, PATH="wide"),
+                                        tune.Config(BLOCK=128, PATH="wide"),
+                                        tune.Config(WARPS=4, PATH="plain")]
+    assert tune.split_path(tune.Config(BLOCK=128, PATH="wide")) == ("wide", {"BLOCK": 128})
+    resources = tune.Resources(shared_bytes=48 * 1024)
+    assert tune.path_prune(paths, tune.Config(BLOCK=128, PATH="wide"), {"N": 64},
+                           resources) == "too wide"
+    assert tune.path_prune(paths, tune.Config(BLOCK=64, PATH="wide"), {"N": 64}, resources) is None
+    assert tune.path_prune(paths, tune.Config(WARPS=4, PATH="plain"), {"N": 1}, resources) is None

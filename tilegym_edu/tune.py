@@ -175,6 +175,30 @@ class SearchSpace:
         return kept, pruned
 
 
+# A space that races several kernels ("paths") names the one a configuration runs in its PATH;
+# the rest of the configuration is that path's own options, checked by that path's own space.
+
+def split_path(config: Mapping[str, object]) -> tuple[str, dict[str, object]]:
+    """(config["PATH"], the rest of config as a dict): the path and its own options."""
+    options = dict(config)
+    return options.pop("PATH"), options
+
+
+def path_configs(paths: Mapping[str, SearchSpace], level: int = 1) -> list[Config]:
+    """Every path's configurations of ``level``, each with its PATH: the candidates of a space
+    that races the paths."""
+    return [Config(**c, PATH=path) for path, space in paths.items() for c in space.configs(level)]
+
+
+def path_prune(paths: Mapping[str, SearchSpace], config: Config, problem: Mapping[str, object],
+               resources: Resources) -> str | None:
+    """The prune of the space config["PATH"] names, on the rest of the configuration (None
+    where that space has no prune)."""
+    path, options = split_path(config)
+    own = paths[path].prune
+    return own(Config(**options), problem, resources) if own else None
+
+
 @dataclass(frozen=True)
 class Trial:
     """What happened to one candidate: status is "winner", "raced", "dropped in round N",

@@ -46,6 +46,7 @@ tuner (DEPTHWISE_SPACE; a configuration's PATH names its kernel):
   cuDNN's speed (0.68x with "tiles" alone), 7² at 1.12x, 112² with stride 2 at 0.97x; and
   "tiles" at 14² (1.09x).
 """
+import functools
 from typing import Mapping
 
 import torch
@@ -57,7 +58,8 @@ from tilegym_edu.reference.convolution import (Pair, check_conv_inputs, geometry
                                                output_size)
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import TILE_NAMES, Config, KernelGroup, SearchSpace, configs_from_rows
+from tilegym_edu.tune import (TILE_NAMES, Config, KernelGroup, SearchSpace, configs_from_rows,
+                              path_configs, path_prune, split_path)
 
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
@@ -356,22 +358,14 @@ DEPTHWISE_PATHS = {"tiles": DEPTHWISE_TILES_SPACE, "rows": DEPTHWISE_ROWS_SPACE}
 DEPTHWISE_LAUNCHES = {"tiles": launch_depthwise_tiles, "rows": launch_depthwise_rows}
 
 
-def depthwise_prune(config, problem, resources) -> str | None:
-    """The prune of the space config["PATH"] names, on the rest of the configuration."""
-    own = DEPTHWISE_PATHS[config["PATH"]]
-    options = {k: v for k, v in config.items() if k != "PATH"}
-    return own.prune(options, problem, resources) if own.prune else None
-
-
 #: both depthwise kernels in one space, raced per layer: level 0 (and the interpreter) runs the
 #: tiles kernel's default, level 1 adds every path's level 1, level 2 the tiles kernel's grid
 #: (capped to as many of it as before the rows kernel came)
 DEPTHWISE_SPACE = SearchSpace(
     default=Config(**DEPTHWISE_DEFAULT, PATH="tiles"),
-    small=[Config(**c, PATH=path) for path, space in DEPTHWISE_PATHS.items()
-           for c in space.configs(1)],
+    small=path_configs(DEPTHWISE_PATHS),
     grid={"PATH": ("tiles",), **DEPTHWISE_TILES_SPACE.grid},
-    prune=depthwise_prune,
+    prune=functools.partial(path_prune, DEPTHWISE_PATHS),
     cap=DEPTHWISE_TILES_SPACE.cap + len(DEPTHWISE_ROWS_SPACE.configs(1)))
 
 #: what the tuner keys DEPTHWISE_SPACE's results on: the source of both kernels
@@ -411,8 +405,7 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding
     if x.dim() == 4 and w.dim() == 4 and w.shape[1] != 1:
         raise ValueError(f"depthwise filters read one channel each: w must be (K, 1, R, S), "
                          f"got {tuple(w.shape)}; use packed_conv2d for C // groups > 1")
-    options = dict(config or {})
-    path = options.pop("PATH", "tiles")
+    path, options = split_path({"PATH": "tiles", **(config or {})})
     if path not in DEPTHWISE_PATHS:
         raise ValueError(f"PATH must be one of {sorted(DEPTHWISE_PATHS)}, got {path!r}")
     C = x.shape[1] if x.dim() == 4 else 0

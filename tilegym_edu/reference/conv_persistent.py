@@ -44,7 +44,8 @@ from tilegym_edu.reference.pipelined import matmul_prune, persistent_grid_size
 from tilegym_edu.reference.split_k import split_k_reduce_kernel
 from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
-                              configs_from_rows, gpu_measure)
+                              configs_from_rows, gpu_measure, path_configs, path_prune,
+                              split_path)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -162,16 +163,14 @@ def shape_conv_prune(config, problem, resources) -> str | None:
         return f"the persistent kernel needs tensor descriptors: {problem['descriptors']}"
     if config["PATH"] == "hopper" and problem["hopper"]:
         return f"the Gluon kernel cannot run this layer: {problem['hopper']}"
-    own = {k: v for k, v in config.items() if k != "PATH"}
-    return CONV_PATHS[config["PATH"]].prune(own, problem, resources)
+    return path_prune(CONV_PATHS, config, problem, resources)
 
 
 #: every path's level-1 candidates in one space: the tuner races them per layer and caches the
 #: winner, PATH included; level 0 (and the interpreter) runs lesson 05's default
 SHAPE_CONV_SPACE = SearchSpace(
     default=Config(**CONV_SPACE.default, PATH="lesson05"),
-    small=[Config(**c, PATH=path) for path, space in CONV_PATHS.items()
-           for c in (space.default, *space.small)],
+    small=path_configs(CONV_PATHS),
     prune=shape_conv_prune)
 
 #: what the tuner keys SHAPE_CONV_SPACE's results on: the source of every kernel it races
@@ -183,8 +182,8 @@ SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv
 def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                   padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """y = conv2d(x, w) into y on the path config["PATH"] names, the rest of it as options."""
-    options = {k: v for k, v in config.items() if k != "PATH"}
-    return LAUNCHES[config["PATH"]](x, w, y, stride, padding, dilation, options)
+    path, options = split_path(config)
+    return LAUNCHES[path](x, w, y, stride, padding, dilation, options)
 
 
 def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,

@@ -34,7 +34,8 @@ from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, 
                                              persistent_matmul_kernel, pipelined_matmul,
                                              pipelined_matmul_kernel, tma_output, tma_problem)
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, autotune, configs_from_rows,
+                              path_configs, path_prune, split_path)
 
 
 @triton.jit
@@ -186,10 +187,6 @@ PATHS = {"pipelined": PIPELINED_SPACE, "persistent": PERSISTENT_SPACE, "split_k"
          "padded": PERSISTENT_SPACE, "skinny": SKINNY_SPACE}
 
 
-def _with_path(path: str, config: Config) -> Config:
-    return Config(**config, PATH=path)
-
-
 def shape_prune(config, problem, resources) -> str | None:
     """A path's own prune; no persistent configuration where tensor descriptors cannot read the
     inputs (problem["tma"] says why not), and no padded one where they can (the copies would
@@ -199,16 +196,14 @@ def shape_prune(config, problem, resources) -> str | None:
         return f"the persistent kernel reads through tensor descriptors: {problem['tma']}"
     if path == "padded" and not problem["tma"]:
         return "tensor descriptors read these inputs as they are: no copies needed"
-    own = {k: v for k, v in config.items() if k != "PATH"}
-    return PATHS[path].prune(own, problem, resources)
+    return path_prune(PATHS, config, problem, resources)
 
 
 #: every path's candidates in one space: the tuner races them all and caches the winner, PATH
 #: included, per shape; the default (level 0, and what the interpreter runs) is lesson 03's
 SHAPE_SPACE = SearchSpace(
-    default=_with_path("pipelined", PIPELINED_SPACE.default),
-    small=[_with_path(path, c) for path, space in PATHS.items()
-           for c in (space.default, *space.small)],
+    default=Config(**PIPELINED_SPACE.default, PATH="pipelined"),
+    small=path_configs(PATHS),
     prune=shape_prune)
 
 
@@ -220,8 +215,7 @@ SHAPE_KERNELS = KernelGroup("shape_matmul", (pipelined_matmul_kernel, persistent
 
 def run_path(a: torch.Tensor, b: torch.Tensor, config) -> torch.Tensor:
     """a @ b on the path config["PATH"] (a mapping) names, with the rest of it as options."""
-    path = config["PATH"]
-    options = {k: v for k, v in config.items() if k != "PATH"}
+    path, options = split_path(config)
     if path == "pipelined":
         return pipelined_matmul.__wrapped__(a, b, options)
     if path == "split_k":
