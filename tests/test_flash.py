@@ -10,7 +10,7 @@ import torch
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import flash, flash_backward
-from tilegym_edu.tune import Config
+from tilegym_edu.tune import Config, Resources
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}
@@ -121,11 +121,14 @@ def make_backward_inputs(case, generator):
 
 @pytest.mark.parametrize("configs", [SMALL_BACKWARD, {
     "dkdv": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
-    "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}], ids=["square", "wide"])
+    "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}, {
+    "one_pass": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)}],
+    ids=["square", "wide", "one-pass"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_backward_matches_float64_on_every_shape(causal, configs):
     """Blocks of one size, and the resident block twice the streamed one (as on a GPU), so
-    that the causal start of each loop falls inside a block and on a block's edge."""
+    that the causal start of each loop falls inside a block and on a block's edge; and in one
+    pass, where every key block of every head of a group adds its share of dq by atomics."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
                                         backward_configs=configs)
@@ -134,6 +137,28 @@ def test_backward_matches_float64_on_every_shape(causal, configs):
                     make_backward_inputs, cases(), seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
+
+
+def test_the_backward_races_its_two_kernels_against_one_pass():
+    """The measured way (two kernels) is the default; level 1 adds one pass with each of its
+    own configurations; a head size of 256 prunes the one-pass blocks that cannot hold their
+    share of dq, and never the two kernels, whose own spaces prune their configurations."""
+    space = flash_backward.BACKWARD_SPACE
+    assert space.default == Config(PATH="two_kernels")
+    one_pass = flash_backward.ONE_PASS_SPACE
+    assert space.configs(1) == [space.default] + [Config(**c, PATH="one_pass")
+                                                  for c in one_pass.configs(1)]
+    assert {c["PATH"] for c in space.configs(2)} == {"two_kernels", "one_pass"}
+    q = torch.empty(4, 16, 4096, 256, dtype=torch.float16)
+    kept, pruned = space.candidates(1, flash_backward.backward_problem(q, q, True),
+                                    Resources(shared_bytes=232448))
+    assert space.default in kept and pruned
+    assert all(c["PATH"] == "one_pass" and ("registers per thread" in why or
+                                            "of shared memory" in why) for c, why in pruned)
+    assert {(c["BLOCK_M"], c["BLOCK_N"]) for c in kept if c["PATH"] == "one_pass"} == {
+        (16, 64), (16, 32)}
+    for kernel in ("flash_delta_kernel", "flash_dkdv_kernel", "flash_dq_kernel"):
+        assert f"def {kernel}(" in flash_backward.BACKWARD_KERNELS.src
 
 
 def test_loss_backward_fills_every_grad_and_takes_a_broadcast_gradient():

@@ -1084,9 +1084,17 @@ roofline.plot_roofline(shown,
 # The work is split so that no two programs write the same gradient, and no atomics are needed:
 # **one program per key block** keeps its `k` and `v` block on chip and streams every query block
 # past, accumulating that block's `dk` and `dv`; **one program per query block** does the same for
-# `dq`, streaming the key blocks. Both recompute $P$: the price of never storing it. A small kernel
-# computes $\delta$ first. Causal attention skips what the mask hides: a key block is seen only by
-# the queries at and after it, and a query block sees only the keys up to its diagonal.
+# `dq`, streaming the key blocks. Both recompute $P$ and $dP$: the price of never storing them,
+# seven matmuls for each pair of blocks where the formulas take five. A small kernel computes
+# $\delta$ first. Causal attention skips what the mask hides: a key block is seen only by the
+# queries at and after it, and a query block sees only the keys up to its diagonal.
+#
+# FlashAttention-2 itself saves the two extra matmuls: its key-block programs also add their
+# share of $dq$ (that of the query block streaming past, $dS\,k$) into a float32 copy of $dq$ with
+# atomic adds, many programs to the same rows at once, in no fixed order. The reference's dk/dv
+# kernel below does so when `ATOMIC_DQ` is set (`one_pass_backward` in
+# `tilegym_edu/reference/flash_backward.py`); the course's differentiable `attention` times both
+# ways for each shape and GPU and keeps the faster. Exercise 8 asks for the two kernels.
 #
 # ## Exercise 8 (4 + 2 points, the second needs a GPU): FlashAttention backward
 #

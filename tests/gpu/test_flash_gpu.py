@@ -10,6 +10,7 @@ from tests.test_flash import (SHAPES, gradients, make_backward_inputs, make_inpu
                               shape_id)
 from tilegym_edu.check import check
 from tilegym_edu.reference import flash, flash_backward
+from tilegym_edu.tune import Resources
 
 DTYPES = (torch.float16, torch.bfloat16)
 #: longer problems: a prefill of 1000 with grouped heads at head sizes 128 and 256, a decode
@@ -29,10 +30,25 @@ def test_forward_on_the_gpu(shape, causal):
     assert not failed, failed[:3]
 
 
+def one_pass_configs(shape) -> dict:
+    """backward_configs that run one pass (atomic dq) with the first level-1 configuration of
+    ONE_PASS_SPACE this GPU can hold for ``shape``."""
+    b, h, hkv, sq, sk, d = shape
+    q, k = torch.empty(b, h, sq, d, dtype=torch.float16), torch.empty(b, hkv, sk, d)
+    kept, _ = flash_backward.ONE_PASS_SPACE.candidates(
+        1, flash_backward.backward_problem(q, k, True), Resources.of_gpu())
+    return {"one_pass": kept[0]}
+
+
+@pytest.mark.parametrize("way", ["raced", "one-pass"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
-def test_backward_on_the_gpu(shape, causal):
-    results = check(gradients(lambda q, k, v: flash_backward.attention(q, k, v, causal)),
+def test_backward_on_the_gpu(shape, causal, way):
+    """As the wrapper chooses (inside a check: the two kernels, the race's default) and in
+    one pass, where dq is summed by atomic adds."""
+    configs = one_pass_configs(shape) if way == "one-pass" else None
+    results = check(gradients(lambda q, k, v: flash_backward.attention(
+                        q, k, v, causal, backward_configs=configs)),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
                     make_backward_inputs, [{"shape": shape, "dtype": d} for d in DTYPES],
                     seeds=(0,))

@@ -7,11 +7,15 @@ With P = softmax(S), S = scale * q k^T, and dO the gradient of the output O = P 
     dq = scale * dS k  dk = scale * dS^T q
 
 Nothing of size seq x seq is stored: P is recomputed block by block from the forward's
-log-sum-exp. Two kernels share the work without atomics: one program per key block
-accumulates dk and dv over every query (and, for grouped-query attention, over every query
-head of its group), one program per query block accumulates dq over every key. Shapes and
-dtypes as in `flash`; the gradients have the shapes of q, k and v.
+log-sum-exp. Two kernels share the work without atomics (`flash_backward`, lesson 04's): one
+program per key block accumulates dk and dv over every query (and, for grouped-query attention,
+over every query head of its group), one program per query block accumulates dq over every key.
+Both recompute the scores and dP: seven matmuls a pair of blocks. One pass
+(`one_pass_backward`, FlashAttention-2's own way) takes five: the key-block programs also add
+each pair's share of dq into a float32 buffer by atomic adds. `attention_backward` races the
+two per shape. Shapes and dtypes as in `flash`; the gradients have the shapes of q, k and v.
 """
+import functools
 import math
 
 import torch
@@ -22,7 +26,8 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference import flash_hopper
 from tilegym_edu.reference.flash import flash_forward
-from tilegym_edu.tune import SearchSpace, TuneResult, autotune, configs_from_rows
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
+                              configs_from_rows, path_configs, path_prune, split_path)
 
 
 @triton.jit
@@ -46,17 +51,21 @@ def flash_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ob, stride_oh, stride_os
 
 
 @triton.jit
-def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
+def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr,
                       stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                       stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+                      stride_dqb, stride_dqh, stride_dqs,
                       stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
                       H, GROUP, seq_q, seq_k, qk_scale, sm_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr = False):
     """dk and dv of one BLOCK_N block of keys of one (batch, key/value head): program
     (j, b * (H // GROUP) + kv_head). Its k and v blocks stay on chip while the query blocks of
     the GROUP query heads that read them stream past (do has strides stride_g*); causal
-    attention starts at the first query that can see the block."""
+    attention starts at the first query that can see the block. With ATOMIC_DQ it also adds
+    the block's share of dq, sm_scale * dS k, into dq_ptr (float32, zeroed before the launch)
+    by atomic adds: five matmuls a pair of blocks, where this kernel and flash_dq_kernel
+    take seven. Without it dq_ptr is not touched."""
     start_n = tl.program_id(0)
     bkv = tl.program_id(1)
     kv_heads = H // GROUP
@@ -81,6 +90,7 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, d
         h = kv_head * GROUP + g
         q_base = q_ptr + b * stride_qb + h * stride_qh
         do_base = do_ptr + b * stride_gb + h * stride_gh
+        dq_base = dq_ptr + b * stride_dqb + h * stride_dqh
         stats = (b * H + h) * seq_q
         for start_m in tl.range(lo, seq_q, BLOCK_M):
             rows = start_m + offs_m
@@ -99,6 +109,10 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, d
             delta = tl.load(delta_ptr + stats + rows, mask=rows < seq_q, other=0.0)
             ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
             dk = tl.dot(ds_t.to(q.dtype), q, dk)
+            if ATOMIC_DQ:
+                dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k) * sm_scale
+                tl.atomic_add(dq_base + rows[:, None] * stride_dqs + offs_d[None, :], dq,
+                              mask=q_mask, sem="relaxed")
     dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
     dv_ptrs = dv_ptr + b * stride_dvb + kv_head * stride_dvh + cols[:, None] * stride_dvs
     tl.store(dk_ptrs + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty),
@@ -157,11 +171,11 @@ def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
              + offs_d[None, :], (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
-def _backward_prune(resident: str, streamed: str):
+def _backward_prune(resident: str, streamed: str, dq_share: bool = False):
     """A prune for a backward kernel whose ``resident`` block (two tiles: k and v, or q and
     do) stays on chip while num_stages copies of two ``streamed`` tiles pass: reject what
     overflows shared memory or takes over 192 registers a thread (two float32 accumulators
-    and the scores)."""
+    and the scores, and with ``dq_share`` the streamed block's float32 share of dq)."""
     def prune(config, problem, resources) -> str | None:
         d = problem["head_dim"]
         elem = 4 if problem["dtype"] == "float32" else 2
@@ -170,7 +184,8 @@ def _backward_prune(resident: str, streamed: str):
         if shared > resources.shared_bytes:
             return (f"needs {shared // 1024} KiB of shared memory, "
                     f"the GPU offers {resources.shared_bytes // 1024} KiB")
-        registers = (2 * kept * d + 2 * kept * passing) // (32 * config["num_warps"])
+        tiles = 2 * kept * d + 2 * kept * passing + (passing * d if dq_share else 0)
+        registers = tiles // (32 * config["num_warps"])
         if registers > 192:
             return f"accumulators and scores take {registers} registers per thread (over 192)"
         return None
@@ -180,13 +195,13 @@ def _backward_prune(resident: str, streamed: str):
 _NAMES = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
 
 
-def _space(default, small, resident, streamed) -> SearchSpace:
+def _space(default, small, resident, streamed, dq_share: bool = False) -> SearchSpace:
     return SearchSpace(
         default=configs_from_rows(_NAMES, [default])[0],
         small=configs_from_rows(_NAMES, small),
         grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
               "num_stages": (2, 3, 4, 5)},
-        prune=_backward_prune(resident, streamed), cap=100)
+        prune=_backward_prune(resident, streamed, dq_share), cap=100)
 
 
 #: dk/dv: a large key block stays, narrow query blocks stream past (the last two rows are
@@ -198,6 +213,14 @@ DKDV_SPACE = _space((32, 128, 4, 3), [(32, 64, 4, 3), (64, 128, 8, 3), (16, 64, 
 DQ_SPACE = _space((128, 32, 4, 3), [(64, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 2),
                                     (64, 16, 4, 4), (128, 32, 8, 2), (64, 32, 8, 2),
                                     (32, 16, 4, 2)], "BLOCK_M", "BLOCK_N")
+#: one pass (flash_dkdv_kernel with ATOMIC_DQ): as dk/dv, each pair of blocks also holding its
+#: float32 share of dq. Compiled for sm_90a by Triton 3.6 (2026-12-03, no GPU: registers and
+#: spills only), causal: the default takes 250 registers at head size 128 and 189 at 64,
+#: nothing spilled, 64 x 64 on 8 warps spills 8 bytes at 128; the last two rows are for head
+#: sizes over 128 (at 256: 255 registers and 8 bytes spilled, 255 and 24)
+ONE_PASS_SPACE = _space((32, 128, 8, 2), [(64, 64, 8, 2), (32, 128, 8, 3), (32, 64, 4, 2),
+                                          (16, 64, 4, 3), (64, 64, 8, 3), (16, 64, 8, 2),
+                                          (16, 32, 4, 2)], "BLOCK_N", "BLOCK_M", dq_share=True)
 
 
 def head_strides(*tensors: torch.Tensor) -> list[int]:
@@ -213,11 +236,11 @@ def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal}
 
 
-def backward_launchers(q, k, v, o, lse, do, causal: bool):
+def backward_launchers(q, k, v, o, lse, do, causal: bool, dq: torch.Tensor | None = None):
     """((dq, dk, dv), launchers) for the backward of o = flash_forward(q, k, v, causal) with
     log-sum-exp lse and output gradient do (any strides, last dimension contiguous): delta
-    computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
-    launch(config)) triple whose launch fills its gradients."""
+    computed, the gradients allocated (dq where it is not given), and for "dkdv" and "dq" a
+    (kernel, search space, launch(config)) triple whose launch fills its gradients."""
     if do.stride(-1) != 1:
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
@@ -227,15 +250,17 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
     flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
         o, do, delta, *head_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_M=64)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq = torch.empty_like(q) if dq is None else dq
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     sm_scale = 1 / math.sqrt(head_dim)
     shared = (heads, group, seq_q, seq_k, sm_scale * LOG2E, sm_scale)
     constants = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal)
 
     def launch_dkdv(config):
         grid = (triton.cdiv(seq_k, config["BLOCK_N"]), batch * k.shape[1])
-        flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv,
-                                *head_strides(q, k, v, do, dk, dv), *shared, **constants, **config)
+        flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dq, dk, dv,
+                                *head_strides(q, k, v, do, dq, dk, dv), *shared, **constants,
+                                **config)
 
     def launch_dq(config):
         grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
@@ -267,6 +292,64 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     return grads
 
 
+def one_pass_backward(q, k, v, o, lse, do, causal: bool, config) -> tuple[torch.Tensor, ...]:
+    """(dq, dk, dv) as flash_backward's, by one launch of flash_dkdv_kernel with ATOMIC_DQ
+    (``config``: BLOCK_M, BLOCK_N, num_warps, num_stages) after the delta kernel: dq summed
+    in float32 by atomic adds, in an order that varies from run to run, then cast to q's
+    dtype."""
+    accumulator = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    (_, dk, dv), launchers = backward_launchers(q, k, v, o, lse, do, causal, dq=accumulator)
+    _, _, launch_dkdv = launchers["dkdv"]
+    launch_dkdv({**config, "ATOMIC_DQ": True})
+    return accumulator.to(q.dtype), dk, dv
+
+
+#: the backward's ways: "two_kernels" (flash_backward: dk/dv and dq by kernels of their own,
+#: each tuned on its own space) or "one_pass" (one_pass_backward, with ONE_PASS_SPACE's options)
+BACKWARD_PATHS = {"two_kernels": SearchSpace(default=Config()), "one_pass": ONE_PASS_SPACE}
+#: both paths in one space: the tuner races them per shape and caches the winner's PATH
+BACKWARD_SPACE = SearchSpace(
+    default=Config(PATH="two_kernels"),
+    small=path_configs(BACKWARD_PATHS),
+    grid={"PATH": ("one_pass",), **ONE_PASS_SPACE.grid},
+    prune=functools.partial(path_prune, BACKWARD_PATHS), cap=100)
+BACKWARD_KERNELS = KernelGroup("attention_backward", (flash_delta_kernel, flash_dkdv_kernel,
+                                                      flash_dq_kernel))
+
+
+def backward_on_path(q, k, v, o, lse, do, causal: bool, config,
+                     level: int = 1) -> tuple[torch.Tensor, ...]:
+    """(dq, dk, dv) by the path config["PATH"] names (BACKWARD_PATHS), with the rest of
+    ``config`` as its options; "two_kernels" tunes its kernels at ``level``."""
+    path, options = split_path(config)
+    if path == "one_pass":
+        return one_pass_backward(q, k, v, o, lse, do, causal, options)
+    return flash_backward(q, k, v, o, lse, do, causal, level=level)
+
+
+def backward_race(q, k, v, o, lse, do, causal: bool, level: int = 1) -> TuneResult:
+    """The tuner's race of the backward's ways (BACKWARD_SPACE) on these inputs, run once per
+    shape and GPU, then cached: its config's PATH names the winner."""
+    return autotune(BACKWARD_KERNELS, backward_problem(q, k, causal), BACKWARD_SPACE,
+                    lambda config: backward_on_path(q, k, v, o, lse, do, causal, config, level),
+                    level=level)
+
+
+@forbidden_in_graded_calls
+def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
+                       level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) as flash_backward's, on the faster of its two ways for this shape and GPU
+    (backward_race: the two kernels, each tuned first, against one pass). ``configs`` fixes
+    the way instead: {"dkdv": ..., "dq": ...} runs flash_backward with them, {"one_pass": ...}
+    one_pass_backward."""
+    if configs is None:
+        race = backward_race(q, k, v, o, lse, do, causal, level)
+        return backward_on_path(q, k, v, o, lse, do, causal, race.config, level)
+    if "one_pass" in configs:
+        return one_pass_backward(q, k, v, o, lse, do, causal, configs["one_pass"])
+    return flash_backward(q, k, v, o, lse, do, causal, configs)
+
+
 class FlashAttention(torch.autograd.Function):
     """o = attention(q, k, v, causal) with the backward pass of this module."""
 
@@ -283,7 +366,7 @@ class FlashAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = flash_backward(q, k, v, o, lse, do, ctx.causal, ctx.backward_configs)
+        dq, dk, dv = attention_backward(q, k, v, o, lse, do, ctx.causal, ctx.backward_configs)
         return dq, dk, dv, None, None, None
 
 
@@ -293,7 +376,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q k^T / sqrt(head_dim)) v on the FlashAttention kernels, differentiable:
     ``loss.backward()`` fills q.grad, k.grad and v.grad. Shapes as `flash` says (grouped
     heads, fewer queries than keys, any head size up to 256); configurations tuned unless
-    given (``backward_configs`` as `flash_backward` takes them). Inputs are checked by
+    given (``backward_configs`` as `attention_backward` takes them). Inputs are checked by
     flash_forward, with the same errors."""
     return FlashAttention.apply(q, k, v, causal, forward_config, backward_configs)
 
