@@ -122,13 +122,15 @@ def make_backward_inputs(case, generator):
 @pytest.mark.parametrize("configs", [SMALL_BACKWARD, {
     "dkdv": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
     "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}, {
-    "one_pass": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)}],
-    ids=["square", "wide", "one-pass"])
+    "one_pass": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)}, {
+    "one_pass": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}],
+    ids=["square", "wide", "one-pass", "one-pass-tall"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_backward_matches_float64_on_every_shape(causal, configs):
     """Blocks of one size, and the resident block twice the streamed one (as on a GPU), so
     that the causal start of each loop falls inside a block and on a block's edge; and in one
-    pass, where every key block of every head of a group adds its share of dq by atomics."""
+    pass, where every key block of every head of a group adds its share of dq by atomics
+    (query blocks narrower and wider than the key blocks)."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
                                         backward_configs=configs)
@@ -142,7 +144,8 @@ def test_backward_matches_float64_on_every_shape(causal, configs):
 def test_the_backward_races_its_two_kernels_against_one_pass():
     """The measured way (two kernels) is the default; level 1 adds one pass with each of its
     own configurations; a head size of 256 prunes the one-pass blocks that cannot hold their
-    share of dq, and never the two kernels, whose own spaces prune their configurations."""
+    share of dq, and never the two kernels, whose own spaces prune their configurations; dq
+    goes by descriptors only where dq_descriptors_fit (never in the interpreter)."""
     space = flash_backward.BACKWARD_SPACE
     assert space.default == Config(PATH="two_kernels")
     one_pass = flash_backward.ONE_PASS_SPACE
@@ -150,15 +153,32 @@ def test_the_backward_races_its_two_kernels_against_one_pass():
                                                   for c in one_pass.configs(1)]
     assert {c["PATH"] for c in space.configs(2)} == {"two_kernels", "one_pass"}
     q = torch.empty(4, 16, 4096, 256, dtype=torch.float16)
-    kept, pruned = space.candidates(1, flash_backward.backward_problem(q, q, True),
-                                    Resources(shared_bytes=232448))
-    assert space.default in kept and pruned
-    assert all(c["PATH"] == "one_pass" and ("registers per thread" in why or
-                                            "of shared memory" in why) for c, why in pruned)
-    assert {(c["BLOCK_M"], c["BLOCK_N"]) for c in kept if c["PATH"] == "one_pass"} == {
-        (16, 64), (16, 32)}
-    for kernel in ("flash_delta_kernel", "flash_dkdv_kernel", "flash_dq_kernel"):
+    problem = flash_backward.race_problem(q, q, True)
+    assert problem["dq_descriptors"] is False
+    h200 = Resources(shared_bytes=232448)
+    for tma in (False, True):
+        kept, pruned = space.candidates(1, {**problem, "dq_descriptors": tma}, h200)
+        assert space.default in kept and pruned
+        assert all(c["PATH"] == "one_pass" for c, _ in pruned)
+        assert {(c["BLOCK_M"], c["BLOCK_N"], c["DQ_DESCRIPTOR"]) for c in kept
+                if c["PATH"] == "one_pass"} == {(16, 64, False), (16, 32, False)} | (
+                    {(16, 64, True)} if tma else set())
+        for config, why in pruned:
+            assert ("tensor descriptor" in why if config["DQ_DESCRIPTOR"] and not tma
+                    else "registers per thread" in why or "of shared memory" in why), why
+    for kernel in ("flash_delta_kernel", "flash_dkdv_kernel", "flash_dq_kernel",
+                   "flash_one_pass_kernel"):
         assert f"def {kernel}(" in flash_backward.BACKWARD_KERNELS.src
+
+
+def test_dq_by_descriptor_says_what_it_needs_where_it_cannot_run():
+    generator = torch.Generator().manual_seed(5)
+    q, k, v, do = make_backward_inputs({"shape": (1, 2, 2, 9, 9, 16), "dtype": torch.float32},
+                                       generator)
+    o, lse = flash.flash_forward(q, k, v, config=SMALL)
+    with pytest.raises(ValueError, match="compute capability 9.0 .* set DQ_DESCRIPTOR=False"):
+        flash_backward.one_pass_backward(q, k, v, o, lse, do, False,
+                                         Config(**SMALL, DQ_DESCRIPTOR=True))
 
 
 def test_loss_backward_fills_every_grad_and_takes_a_broadcast_gradient():

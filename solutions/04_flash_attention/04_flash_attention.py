@@ -1091,10 +1091,11 @@ roofline.plot_roofline(shown,
 #
 # FlashAttention-2 itself saves the two extra matmuls: its key-block programs also add their
 # share of $dq$ (that of the query block streaming past, $dS\,k$) into a float32 copy of $dq$ with
-# atomic adds, many programs to the same rows at once, in no fixed order. The reference's dk/dv
-# kernel below does so when `ATOMIC_DQ` is set (`one_pass_backward` in
-# `tilegym_edu/reference/flash_backward.py`); the course's differentiable `attention` times both
-# ways for each shape and GPU and keeps the faster. Exercise 8 asks for the two kernels.
+# atomic adds, many programs to the same rows at once, in no fixed order. The reference does so
+# in a kernel of its own (`flash_one_pass_kernel` in `tilegym_edu/reference/flash_backward.py`),
+# adding each block either by every thread's atomics or by one TMA bulk reduction through a
+# tensor descriptor (lesson 03's); the course's differentiable `attention` times the ways for
+# each shape and GPU and keeps the fastest. Exercise 8 asks for the two kernels.
 #
 # ## Exercise 8 (4 + 2 points, the second needs a GPU): FlashAttention backward
 #

@@ -8,6 +8,7 @@ import torch
 
 from tests.test_flash import (SHAPES, gradients, make_backward_inputs, make_inputs,
                               shape_id)
+from tilegym_edu import device
 from tilegym_edu.check import check
 from tilegym_edu.reference import flash, flash_backward
 from tilegym_edu.tune import Resources
@@ -30,23 +31,27 @@ def test_forward_on_the_gpu(shape, causal):
     assert not failed, failed[:3]
 
 
-def one_pass_configs(shape) -> dict:
-    """backward_configs that run one pass (atomic dq) with the first level-1 configuration of
-    ONE_PASS_SPACE this GPU can hold for ``shape``."""
+def one_pass_configs(shape, by_descriptor: bool) -> dict:
+    """backward_configs that run one pass, dq added by atomics or by TMA, with the first
+    level-1 configuration of ONE_PASS_SPACE of that kind this GPU can hold for ``shape``."""
     b, h, hkv, sq, sk, d = shape
-    q, k = torch.empty(b, h, sq, d, dtype=torch.float16), torch.empty(b, hkv, sk, d)
-    kept, _ = flash_backward.ONE_PASS_SPACE.candidates(
-        1, flash_backward.backward_problem(q, k, True), Resources.of_gpu())
-    return {"one_pass": kept[0]}
+    q = torch.empty(b, h, sq, d, dtype=torch.float16, device=device.DEVICE)
+    k = torch.empty(b, hkv, sk, d, dtype=torch.float16, device=device.DEVICE)
+    problem = {**flash_backward.race_problem(q, k, True), "dq_descriptors": by_descriptor}
+    kept, _ = flash_backward.ONE_PASS_SPACE.candidates(1, problem, Resources.of_gpu())
+    return {"one_pass": next(c for c in kept if c["DQ_DESCRIPTOR"] == by_descriptor)}
 
 
-@pytest.mark.parametrize("way", ["raced", "one-pass"])
+@pytest.mark.parametrize("way", ["raced", "one-pass", "one-pass-tma"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
 def test_backward_on_the_gpu(shape, causal, way):
     """As the wrapper chooses (inside a check: the two kernels, the race's default) and in
-    one pass, where dq is summed by atomic adds."""
-    configs = one_pass_configs(shape) if way == "one-pass" else None
+    one pass, where dq is summed by atomic adds or by TMA bulk reductions."""
+    if way == "one-pass-tma" and not flash_backward.dq_descriptors_fit(
+            torch.empty(1, 1, 1, 8, device=device.DEVICE)):
+        pytest.skip("dq by TMA needs a GPU of compute capability 9.0 or newer")
+    configs = None if way == "raced" else one_pass_configs(shape, way == "one-pass-tma")
     results = check(gradients(lambda q, k, v: flash_backward.attention(
                         q, k, v, causal, backward_configs=configs)),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),

@@ -22,9 +22,10 @@ import torch
 import triton
 import triton.language as tl
 
+from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference import flash_hopper
+from tilegym_edu.reference import flash, flash_hopper
 from tilegym_edu.reference.flash import flash_forward
 from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
                               configs_from_rows, path_configs, path_prune, split_path)
@@ -51,21 +52,17 @@ def flash_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ob, stride_oh, stride_os
 
 
 @triton.jit
-def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr,
+def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                       stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                       stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
-                      stride_dqb, stride_dqh, stride_dqs,
                       stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
                       H, GROUP, seq_q, seq_k, qk_scale, sm_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr = False):
+                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """dk and dv of one BLOCK_N block of keys of one (batch, key/value head): program
     (j, b * (H // GROUP) + kv_head). Its k and v blocks stay on chip while the query blocks of
     the GROUP query heads that read them stream past (do has strides stride_g*); causal
-    attention starts at the first query that can see the block. With ATOMIC_DQ it also adds
-    the block's share of dq, sm_scale * dS k, into dq_ptr (float32, zeroed before the launch)
-    by atomic adds: five matmuls a pair of blocks, where this kernel and flash_dq_kernel
-    take seven. Without it dq_ptr is not touched."""
+    attention starts at the first query that can see the block."""
     start_n = tl.program_id(0)
     bkv = tl.program_id(1)
     kv_heads = H // GROUP
@@ -90,7 +87,6 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, d
         h = kv_head * GROUP + g
         q_base = q_ptr + b * stride_qb + h * stride_qh
         do_base = do_ptr + b * stride_gb + h * stride_gh
-        dq_base = dq_ptr + b * stride_dqb + h * stride_dqh
         stats = (b * H + h) * seq_q
         for start_m in tl.range(lo, seq_q, BLOCK_M):
             rows = start_m + offs_m
@@ -109,10 +105,6 @@ def flash_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, d
             delta = tl.load(delta_ptr + stats + rows, mask=rows < seq_q, other=0.0)
             ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
             dk = tl.dot(ds_t.to(q.dtype), q, dk)
-            if ATOMIC_DQ:
-                dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k) * sm_scale
-                tl.atomic_add(dq_base + rows[:, None] * stride_dqs + offs_d[None, :], dq,
-                              mask=q_mask, sem="relaxed")
     dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
     dv_ptrs = dv_ptr + b * stride_dvb + kv_head * stride_dvh + cols[:, None] * stride_dvs
     tl.store(dk_ptrs + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty),
@@ -171,6 +163,78 @@ def flash_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
              + offs_d[None, :], (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
+@triton.jit
+def flash_one_pass_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr,
+                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                          stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+                          stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh,
+                          stride_dvs, H, GROUP, seq_q, seq_k, qk_scale, sm_scale,
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                          DQ_DESCRIPTOR: tl.constexpr):
+    """flash_dkdv_kernel (whose loop it repeats: the lesson's stays as Exercise 8 asks for it),
+    also adding the key block's share of dq, sm_scale * dS k for each query block streaming
+    past, into dq_ptr: a zeroed float32 (batch, H, seq_q, HEAD_DIM) contiguous tensor, by
+    each thread's atomics, or with DQ_DESCRIPTOR a tensor descriptor over it as
+    (batch * H, seq_q, HEAD_DIM) in blocks of (1, BLOCK_M, BLOCK_D), by one bulk reduction a
+    block (TMA, Hopper and newer). Five matmuls a pair of blocks where flash_dkdv_kernel and
+    flash_dq_kernel take seven."""
+    start_n = tl.program_id(0)
+    bkv = tl.program_id(1)
+    kv_heads = H // GROUP
+    b = bkv // kv_heads
+    kv_head = bkv % kv_heads
+    cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    kv_mask = (cols[:, None] < seq_k) & d_ok
+    k = tl.load(k_ptr + b * stride_kb + kv_head * stride_kh + cols[:, None] * stride_ks
+                + offs_d[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(v_ptr + b * stride_vb + kv_head * stride_vh + cols[:, None] * stride_vs
+                + offs_d[None, :], mask=kv_mask, other=0.0)
+    dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    shift = seq_k - seq_q
+    lo = 0
+    if CAUSAL:
+        lo = tl.maximum(start_n * BLOCK_N - shift, 0) // BLOCK_M * BLOCK_M
+    for g in range(GROUP):
+        h = kv_head * GROUP + g
+        q_base = q_ptr + b * stride_qb + h * stride_qh
+        do_base = do_ptr + b * stride_gb + h * stride_gh
+        stats = (b * H + h) * seq_q
+        for start_m in tl.range(lo, seq_q, BLOCK_M):
+            rows = start_m + offs_m
+            q_mask = (rows[:, None] < seq_q) & d_ok
+            q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=q_mask,
+                        other=0.0)
+            do = tl.load(do_base + rows[:, None] * stride_gs + offs_d[None, :], mask=q_mask,
+                         other=0.0)
+            lse = tl.load(lse_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            delta = tl.load(delta_ptr + stats + rows, mask=rows < seq_q, other=0.0)
+            valid = (rows[None, :] < seq_q) & (cols[:, None] < seq_k)
+            if CAUSAL:
+                valid = valid & (rows[None, :] + shift >= cols[:, None])
+            p_t = tl.where(valid, tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale
+                                               - lse[None, :]), 0.0)
+            dv = tl.dot(p_t.to(do.dtype), do, dv)
+            ds_t = (p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])).to(q.dtype)
+            dk = tl.dot(ds_t, q, dk)
+            dq = tl.dot(tl.trans(ds_t), k) * sm_scale
+            if DQ_DESCRIPTOR:
+                dq_ptr.atomic_add([b * H + h, start_m, 0], dq.reshape(1, BLOCK_M, BLOCK_D))
+            else:
+                dq_rows = (b * H + h).to(tl.int64) * seq_q + rows
+                tl.atomic_add(dq_ptr + dq_rows[:, None] * HEAD_DIM + offs_d[None, :], dq,
+                              mask=q_mask, sem="relaxed")
+    dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
+    dv_ptrs = dv_ptr + b * stride_dvb + kv_head * stride_dvh + cols[:, None] * stride_dvs
+    tl.store(dk_ptrs + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty),
+             mask=kv_mask)
+    tl.store(dv_ptrs + offs_d[None, :], dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
+
+
 def _backward_prune(resident: str, streamed: str, dq_share: bool = False):
     """A prune for a backward kernel whose ``resident`` block (two tiles: k and v, or q and
     do) stays on chip while num_stages copies of two ``streamed`` tiles pass: reject what
@@ -195,13 +259,13 @@ def _backward_prune(resident: str, streamed: str, dq_share: bool = False):
 _NAMES = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
 
 
-def _space(default, small, resident, streamed, dq_share: bool = False) -> SearchSpace:
+def _space(default, small, resident, streamed) -> SearchSpace:
     return SearchSpace(
         default=configs_from_rows(_NAMES, [default])[0],
         small=configs_from_rows(_NAMES, small),
         grid={"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8),
               "num_stages": (2, 3, 4, 5)},
-        prune=_backward_prune(resident, streamed, dq_share), cap=100)
+        prune=_backward_prune(resident, streamed), cap=100)
 
 
 #: dk/dv: a large key block stays, narrow query blocks stream past (the last two rows are
@@ -213,14 +277,32 @@ DKDV_SPACE = _space((32, 128, 4, 3), [(32, 64, 4, 3), (64, 128, 8, 3), (16, 64, 
 DQ_SPACE = _space((128, 32, 4, 3), [(64, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 2),
                                     (64, 16, 4, 4), (128, 32, 8, 2), (64, 32, 8, 2),
                                     (32, 16, 4, 2)], "BLOCK_M", "BLOCK_N")
-#: one pass (flash_dkdv_kernel with ATOMIC_DQ): as dk/dv, each pair of blocks also holding its
-#: float32 share of dq. Compiled for sm_90a by Triton 3.6 (2026-12-03, no GPU: registers and
-#: spills only), causal: the default takes 250 registers at head size 128 and 189 at 64,
-#: nothing spilled, 64 x 64 on 8 warps spills 8 bytes at 128; the last two rows are for head
-#: sizes over 128 (at 256: 255 registers and 8 bytes spilled, 255 and 24)
-ONE_PASS_SPACE = _space((32, 128, 8, 2), [(64, 64, 8, 2), (32, 128, 8, 3), (32, 64, 4, 2),
-                                          (16, 64, 4, 3), (64, 64, 8, 3), (16, 64, 8, 2),
-                                          (16, 32, 4, 2)], "BLOCK_N", "BLOCK_M", dq_share=True)
+_dkdv_with_dq_share = _backward_prune("BLOCK_N", "BLOCK_M", dq_share=True)
+
+
+def _one_pass_prune(config, problem, resources) -> str | None:
+    """dk/dv's prune with each pair's float32 share of dq counted, and DQ_DESCRIPTOR only
+    where the problem's dq_descriptors says TMA can take dq."""
+    if config["DQ_DESCRIPTOR"] and not problem["dq_descriptors"]:
+        return "dq cannot be added through a tensor descriptor here (dq_descriptors_fit)"
+    return _dkdv_with_dq_share(config, problem, resources)
+
+
+#: one pass (flash_one_pass_kernel): as dk/dv, each pair of blocks also holding its float32
+#: share of dq, added by atomics or (DQ_DESCRIPTOR) by TMA. Compiled for sm_90a by Triton 3.6
+#: (2026-12-03, no GPU: registers and spills, not speed), causal fp16: the default takes 246
+#: registers at head size 128 and 188 at 64, nothing spilled (by TMA 244 and 170); 64 x 64
+#: on 8 warps spills 8 bytes at 128 (by TMA nothing); the 4-warp rows spill 24-104 bytes at
+#: 128; (16, 64, 8, 2) and (16, 32, 4, 2) are for head sizes over 128 (at 256: 8-16 bytes)
+ONE_PASS_SPACE = SearchSpace(
+    default=Config(BLOCK_M=32, BLOCK_N=128, num_warps=8, num_stages=2, DQ_DESCRIPTOR=False),
+    small=configs_from_rows((*_NAMES, "DQ_DESCRIPTOR"), [
+        (64, 64, 8, 2, False), (32, 128, 8, 3, False), (32, 64, 4, 2, False),
+        (16, 64, 4, 3, False), (64, 64, 8, 3, False), (16, 64, 8, 2, False),
+        (16, 32, 4, 2, False), (32, 128, 8, 2, True), (64, 64, 8, 2, True),
+        (64, 128, 8, 2, True), (16, 64, 8, 2, True)]),
+    grid={**DKDV_SPACE.grid, "DQ_DESCRIPTOR": (False, True)},
+    prune=_one_pass_prune, cap=100)
 
 
 def head_strides(*tensors: torch.Tensor) -> list[int]:
@@ -236,11 +318,11 @@ def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal}
 
 
-def backward_launchers(q, k, v, o, lse, do, causal: bool, dq: torch.Tensor | None = None):
+def backward_launchers(q, k, v, o, lse, do, causal: bool):
     """((dq, dk, dv), launchers) for the backward of o = flash_forward(q, k, v, causal) with
     log-sum-exp lse and output gradient do (any strides, last dimension contiguous): delta
-    computed, the gradients allocated (dq where it is not given), and for "dkdv" and "dq" a
-    (kernel, search space, launch(config)) triple whose launch fills its gradients."""
+    computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
+    launch(config)) triple whose launch fills its gradients."""
     if do.stride(-1) != 1:
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
@@ -250,17 +332,15 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool, dq: torch.Tensor | Non
     flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
         o, do, delta, *head_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_M=64)
-    dq = torch.empty_like(q) if dq is None else dq
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     sm_scale = 1 / math.sqrt(head_dim)
     shared = (heads, group, seq_q, seq_k, sm_scale * LOG2E, sm_scale)
     constants = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, CAUSAL=causal)
 
     def launch_dkdv(config):
         grid = (triton.cdiv(seq_k, config["BLOCK_N"]), batch * k.shape[1])
-        flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dq, dk, dv,
-                                *head_strides(q, k, v, do, dq, dk, dv), *shared, **constants,
-                                **config)
+        flash_dkdv_kernel[grid](q, k, v, do, lse, delta, dk, dv,
+                                *head_strides(q, k, v, do, dk, dv), *shared, **constants, **config)
 
     def launch_dq(config):
         grid = (triton.cdiv(seq_q, config["BLOCK_M"]), batch * heads)
@@ -292,29 +372,67 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     return grads
 
 
+def dq_descriptors_fit(q: torch.Tensor) -> bool:
+    """Whether one pass can add dq through a tensor descriptor (a TMA bulk reduction) for
+    queries shaped as ``q``: a GPU of compute capability 9.0 or newer (Triton's interpreter
+    has no reductions through descriptors), Triton 3.4 or newer, and dq's rows (head_dim
+    float32) on 16-byte boundaries."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return (device.ON_GPU and q.is_cuda and q.shape[-1] % 4 == 0
+            and torch.cuda.get_device_capability(q.device) >= (9, 0))
+
+
 def one_pass_backward(q, k, v, o, lse, do, causal: bool, config) -> tuple[torch.Tensor, ...]:
-    """(dq, dk, dv) as flash_backward's, by one launch of flash_dkdv_kernel with ATOMIC_DQ
-    (``config``: BLOCK_M, BLOCK_N, num_warps, num_stages) after the delta kernel: dq summed
-    in float32 by atomic adds, in an order that varies from run to run, then cast to q's
-    dtype."""
-    accumulator = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    (_, dk, dv), launchers = backward_launchers(q, k, v, o, lse, do, causal, dq=accumulator)
-    _, _, launch_dkdv = launchers["dkdv"]
-    launch_dkdv({**config, "ATOMIC_DQ": True})
-    return accumulator.to(q.dtype), dk, dv
+    """(dq, dk, dv) as flash_backward's, by the delta kernel and one launch of
+    flash_one_pass_kernel (``config``: BLOCK_M, BLOCK_N, num_warps, num_stages, and
+    DQ_DESCRIPTOR, False where absent):
+    dq summed in float32, in an order that varies from run to run, then cast to q's dtype."""
+    if do.stride(-1) != 1:
+        do = do.contiguous()
+    batch, heads, seq_q, head_dim = q.shape
+    options = dict(config)
+    by_descriptor = options.pop("DQ_DESCRIPTOR", False)
+    if by_descriptor and not dq_descriptors_fit(q):
+        raise ValueError("DQ_DESCRIPTOR=True adds dq by TMA, which needs a GPU of compute "
+                         "capability 9.0 or newer, Triton 3.4 or newer and a head_dim "
+                         f"divisible by 4 (here {head_dim}): set DQ_DESCRIPTOR=False")
+    columns = flash.block_d(head_dim)
+    delta = torch.empty_like(lse)
+    flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
+        o, do, delta, *head_strides(o, do), heads, seq_q, HEAD_DIM=head_dim, BLOCK_D=columns,
+        BLOCK_M=64)
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq_sum = dq
+    if by_descriptor:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        dq_sum = TensorDescriptor(dq, [batch * heads, seq_q, head_dim],
+                                  [seq_q * head_dim, head_dim, 1],
+                                  [1, options["BLOCK_M"], columns])
+    sm_scale = 1 / math.sqrt(head_dim)
+    grid = (triton.cdiv(k.shape[2], options["BLOCK_N"]), batch * k.shape[1])
+    flash_one_pass_kernel[grid](
+        q, k, v, do, lse, delta, dq_sum, dk, dv, *head_strides(q, k, v, do, dk, dv), heads,
+        heads // k.shape[1], seq_q, k.shape[2], sm_scale * LOG2E, sm_scale, HEAD_DIM=head_dim,
+        BLOCK_D=columns, CAUSAL=causal, DQ_DESCRIPTOR=by_descriptor, **options)
+    return dq.to(q.dtype), dk, dv
 
 
 #: the backward's ways: "two_kernels" (flash_backward: dk/dv and dq by kernels of their own,
 #: each tuned on its own space) or "one_pass" (one_pass_backward, with ONE_PASS_SPACE's options)
 BACKWARD_PATHS = {"two_kernels": SearchSpace(default=Config()), "one_pass": ONE_PASS_SPACE}
-#: both paths in one space: the tuner races them per shape and caches the winner's PATH
+#: both paths in one space: the tuner races them per shape (race_problem) and caches the
+#: winner's PATH
 BACKWARD_SPACE = SearchSpace(
     default=Config(PATH="two_kernels"),
     small=path_configs(BACKWARD_PATHS),
     grid={"PATH": ("one_pass",), **ONE_PASS_SPACE.grid},
     prune=functools.partial(path_prune, BACKWARD_PATHS), cap=100)
 BACKWARD_KERNELS = KernelGroup("attention_backward", (flash_delta_kernel, flash_dkdv_kernel,
-                                                      flash_dq_kernel))
+                                                      flash_dq_kernel, flash_one_pass_kernel))
 
 
 def backward_on_path(q, k, v, o, lse, do, causal: bool, config,
@@ -327,10 +445,16 @@ def backward_on_path(q, k, v, o, lse, do, causal: bool, config,
     return flash_backward(q, k, v, o, lse, do, causal, level=level)
 
 
+def race_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
+    """What the race of the backward's ways depends on: backward_problem's keys and whether
+    dq can go by tensor descriptors (dq_descriptors_fit)."""
+    return {**backward_problem(q, k, causal), "dq_descriptors": dq_descriptors_fit(q)}
+
+
 def backward_race(q, k, v, o, lse, do, causal: bool, level: int = 1) -> TuneResult:
     """The tuner's race of the backward's ways (BACKWARD_SPACE) on these inputs, run once per
     shape and GPU, then cached: its config's PATH names the winner."""
-    return autotune(BACKWARD_KERNELS, backward_problem(q, k, causal), BACKWARD_SPACE,
+    return autotune(BACKWARD_KERNELS, race_problem(q, k, causal), BACKWARD_SPACE,
                     lambda config: backward_on_path(q, k, v, o, lse, do, causal, config, level),
                     level=level)
 
@@ -384,3 +508,4 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 forbidden_in_graded_calls(flash_delta_kernel)
 forbidden_in_graded_calls(flash_dkdv_kernel)
 forbidden_in_graded_calls(flash_dq_kernel)
+forbidden_in_graded_calls(flash_one_pass_kernel)
