@@ -225,7 +225,7 @@ def flash_one_pass_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_pt
             if DQ_DESCRIPTOR:
                 dq_ptr.atomic_add([b * H + h, start_m, 0], dq.reshape(1, BLOCK_M, BLOCK_D))
             else:
-                dq_rows = (b * H + h).to(tl.int64) * seq_q + rows
+                dq_rows = (b * H + h) * seq_q + rows
                 tl.atomic_add(dq_ptr + dq_rows[:, None] * HEAD_DIM + offs_d[None, :], dq,
                               mask=q_mask, sem="relaxed")
     dk_ptrs = dk_ptr + b * stride_dkb + kv_head * stride_dkh + cols[:, None] * stride_dks
@@ -283,7 +283,7 @@ _dkdv_with_dq_share = _backward_prune("BLOCK_N", "BLOCK_M", dq_share=True)
 def _one_pass_prune(config, problem, resources) -> str | None:
     """dk/dv's prune with each pair's float32 share of dq counted, and DQ_DESCRIPTOR only
     where the problem's dq_descriptors says TMA can take dq."""
-    if config["DQ_DESCRIPTOR"] and not problem["dq_descriptors"]:
+    if config["DQ_DESCRIPTOR"] and not problem.get("dq_descriptors", False):
         return "dq cannot be added through a tensor descriptor here (dq_descriptors_fit)"
     return _dkdv_with_dq_share(config, problem, resources)
 
@@ -292,8 +292,10 @@ def _one_pass_prune(config, problem, resources) -> str | None:
 #: share of dq, added by atomics or (DQ_DESCRIPTOR) by TMA. Compiled for sm_90a by Triton 3.6
 #: (2026-12-03, no GPU: registers and spills, not speed), causal fp16: the default takes 246
 #: registers at head size 128 and 188 at 64, nothing spilled (by TMA 244 and 170); 64 x 64
-#: on 8 warps spills 8 bytes at 128 (by TMA nothing); the 4-warp rows spill 24-104 bytes at
-#: 128; (16, 64, 8, 2) and (16, 32, 4, 2) are for head sizes over 128 (at 256: 8-16 bytes)
+#: on 8 warps spills 8 bytes at 128 (by TMA nothing), 64 x 128 by TMA 56; the 4-warp rows
+#: spill 24-104 bytes at 128; (16, 64, 8, 2) and (16, 32, 4, 2) are for head sizes over 128
+#: (at 256: 8-16 bytes). The prune's shared-memory sum leaves out the TMA staging tile: a
+#: configuration that overflows fails to compile, and the tuner records it as failed
 ONE_PASS_SPACE = SearchSpace(
     default=Config(BLOCK_M=32, BLOCK_N=128, num_warps=8, num_stages=2, DQ_DESCRIPTOR=False),
     small=configs_from_rows((*_NAMES, "DQ_DESCRIPTOR"), [
