@@ -390,8 +390,8 @@ def dq_descriptors_fit(q: torch.Tensor) -> bool:
 def one_pass_backward(q, k, v, o, lse, do, causal: bool, config) -> tuple[torch.Tensor, ...]:
     """(dq, dk, dv) as flash_backward's, by the delta kernel and one launch of
     flash_one_pass_kernel (``config``: BLOCK_M, BLOCK_N, num_warps, num_stages, and
-    DQ_DESCRIPTOR, False where absent):
-    dq summed in float32, in an order that varies from run to run, then cast to q's dtype."""
+    DQ_DESCRIPTOR, False where absent): dq is summed in float32, in an order that varies from
+    run to run, then cast to q's dtype."""
     if do.stride(-1) != 1:
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
