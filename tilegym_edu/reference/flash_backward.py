@@ -12,8 +12,9 @@ program per key block accumulates dk and dv over every query (and, for grouped-q
 over every query head of its group), one program per query block accumulates dq over every key.
 Both recompute the scores and dP: seven matmuls a pair of blocks. One pass
 (`one_pass_backward`, FlashAttention-2's own way) takes five: the key-block programs also add
-each pair's share of dq into a float32 buffer by atomic adds. `attention_backward` races the
-two per shape. Shapes and dtypes as in `flash`; the gradients have the shapes of q, k and v.
+each pair's share of dq into a float32 buffer, by atomic adds or TMA bulk reductions.
+`attention_backward` races the ways per shape. Shapes and dtypes as in `flash`; the
+gradients have the shapes of q, k and v.
 """
 import functools
 import math
