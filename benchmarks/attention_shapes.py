@@ -4,12 +4,10 @@ the forward ("reference": flash_hopper.attention_forward, the Gluon kernels wher
 inputs, else flash.py; "flash.py": the Triton forward alone) on issue 18's rows (head sizes 64
 and 128, causal and not, 1k to 16k tokens), bfloat16, head sizes 96 and 256, grouped-query
 attention, a decode step over a KV cache and a chunk of prefill at the end of one; the backward
-alone and forward + backward on the training shapes ("reference": the way the tuner's race
-picked, beside its ways, "two kernels" and "one pass" with dq added by atomics and by TMA,
-each as tuned). TFLOP/s count the score pairs each query sees (the causal mask aligned to the
-end), 4·d FLOPs a pair forward and 10·d backward (five matmuls against two). Each side's
-configuration is tuned at level 1 first, as the lessons do. Prints tables; writes JSON with
---out.
+alone and forward + backward on the training shapes. TFLOP/s count the score pairs each query
+sees (the causal mask aligned to the end), 4·d FLOPs a pair forward and 10·d backward (five
+matmuls against two). Each side's configuration is tuned at level 1 first, as the lessons do.
+Prints tables; writes JSON with --out.
 
     python benchmarks/attention_shapes.py --out attention-shapes.json
 """
@@ -144,14 +142,6 @@ def compare_forward(row, record):
     record_row(record, "forward", row, results, errors, failed, tuned)
 
 
-def fastest(race: tune.TuneResult, path: str, **having) -> dict | None:
-    """The options of ``path``'s fastest configuration in a race of paths, among those with
-    the options ``having`` (None if none ran)."""
-    timed = [t for t in race.trials if t.config["PATH"] == path and t.samples_ms
-             and all(t.config[k] == v for k, v in having.items())]
-    return tune.split_path(min(timed, key=lambda t: t.median_ms).config)[1] if timed else None
-
-
 def compare_backward(row, record):
     b, h, hkv, sq, sk, d, causal, _ = row
     q, k, v = inputs(row, grad=True)
@@ -161,17 +151,7 @@ def compare_backward(row, record):
     _, launchers = flash_backward.backward_launchers(q, k, v, o, lse, do, causal)
     tuned = {name: dict(r.config) for name, r in flash_backward.tune_backward(
         flash_backward.backward_problem(q, k, causal), launchers).items()}
-    race = flash_backward.backward_race(q, k, v, o, lse, do, causal)
-    one_pass = {f"one pass, {way}": fastest(race, "one_pass", DQ_DESCRIPTOR=by_tma)
-                for way, by_tma in (("atomics", False), ("TMA", True))}
-    tuned.update({"backward path": dict(race.config), **one_pass,
-                  "race (median ms)": {str(t.config): t.median_ms for t in race.trials}})
-    attends = {"reference": lambda: flash_backward.attention(q, k, v, causal),
-               "two kernels": lambda: flash_backward.attention(
-                   q, k, v, causal, backward_configs={n: tuned[n] for n in ("dkdv", "dq")})}
-    attends.update({name: (lambda c=config: flash_backward.attention(
-        q, k, v, causal, backward_configs={"one_pass": c})) for name, config in one_pass.items()
-        if config})
+    attends = {"reference": lambda: flash_backward.attention(q, k, v, causal)}
     attends.update({name: sdpa(backend, q, k, v, causal) for name, backend in BACKENDS.items()})
     # the reference's gradients, from the first call, are what every other side is checked
     # against (the float32 autograd of the scores does not fit on the GPU at these sizes)

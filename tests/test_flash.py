@@ -10,17 +10,18 @@ import torch
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import flash, flash_backward
-from tilegym_edu.tune import Config, Resources
+from tilegym_edu.tune import Config
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}
 
 #: (batch, heads, kv_heads, seq_q, seq_k, head_dim): same heads, grouped-query, multi-query,
-#: decoding one token, a chunk of prefill at the end of a cache, head sizes 8, 24, 80, 96, and
-#: groups of 3 (a block of 16 rows ends inside a query's group)
+#: decoding one token, a chunk of prefill at the end of a cache, head sizes 8, 24, 80, 96,
+#: groups of 3 (a block of 16 rows ends inside a query's group), and lengths of whole blocks
+#: (the backward streams them by tensor descriptors)
 SHAPES = [(1, 2, 2, 17, 17, 16), (2, 4, 2, 19, 19, 32), (1, 4, 1, 9, 9, 24),
           (2, 4, 2, 1, 37, 64), (1, 2, 1, 5, 33, 80), (1, 3, 3, 33, 50, 8), (1, 2, 2, 20, 20, 96),
-          (1, 6, 2, 7, 23, 32)]
+          (1, 6, 2, 7, 23, 32), (1, 4, 2, 32, 64, 16)]
 
 
 def shape_id(shape) -> str:
@@ -119,18 +120,22 @@ def make_backward_inputs(case, generator):
     return q, k, v, random_tensor(q.shape, case["dtype"], generator)
 
 
+@pytest.fixture(params=["descriptors", "pointers"])
+def stream_path(request, monkeypatch):
+    """The backward's streamed blocks by tensor descriptors where the sequence is a whole
+    number of them (the last shape of SHAPES), or by pointers everywhere."""
+    if request.param == "pointers":
+        monkeypatch.setattr(flash_backward, "stream_descriptors", lambda *args: None)
+    return request.param
+
+
 @pytest.mark.parametrize("configs", [SMALL_BACKWARD, {
     "dkdv": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
-    "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}, {
-    "one_pass": Config(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)}, {
-    "one_pass": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}],
-    ids=["square", "wide", "one-pass", "one-pass-tall"])
+    "dq": Config(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)}], ids=["square", "wide"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_backward_matches_float64_on_every_shape(causal, configs):
+def test_backward_matches_float64_on_every_shape(causal, configs, stream_path):
     """Blocks of one size, and the resident block twice the streamed one (as on a GPU), so
-    that the causal start of each loop falls inside a block and on a block's edge; and in one
-    pass, where every key block of every head of a group adds its share of dq by atomics
-    (query blocks narrower and wider than the key blocks)."""
+    that the causal start of each loop falls inside a block and on a block's edge."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
                                         backward_configs=configs)
@@ -141,44 +146,17 @@ def test_backward_matches_float64_on_every_shape(causal, configs):
     assert not failed, failed[:3]
 
 
-def test_the_backward_races_its_two_kernels_against_one_pass():
-    """The measured way (two kernels) is the default; level 1 adds one pass with each of its
-    own configurations; a head size of 256 prunes the one-pass blocks that cannot hold their
-    share of dq, and never the two kernels, whose own spaces prune their configurations; dq
-    goes by descriptors only where dq_descriptors_fit (never in the interpreter)."""
-    space = flash_backward.BACKWARD_SPACE
-    assert space.default == Config(PATH="two_kernels")
-    one_pass = flash_backward.ONE_PASS_SPACE
-    assert space.configs(1) == [space.default] + [Config(**c, PATH="one_pass")
-                                                  for c in one_pass.configs(1)]
-    assert {c["PATH"] for c in space.configs(2)} == {"two_kernels", "one_pass"}
-    q = torch.empty(4, 16, 4096, 256, dtype=torch.float16)
-    problem = flash_backward.race_problem(q, q, True)
-    assert problem["dq_descriptors"] is False
-    h200 = Resources(shared_bytes=232448)
-    for tma in (False, True):
-        kept, pruned = space.candidates(1, {**problem, "dq_descriptors": tma}, h200)
-        assert space.default in kept and pruned
-        assert all(c["PATH"] == "one_pass" for c, _ in pruned)
-        assert {(c["BLOCK_M"], c["BLOCK_N"], c["DQ_DESCRIPTOR"]) for c in kept
-                if c["PATH"] == "one_pass"} == {(16, 64, False), (16, 32, False)} | (
-                    {(16, 64, True)} if tma else set())
-        for config, why in pruned:
-            assert ("tensor descriptor" in why if config["DQ_DESCRIPTOR"] and not tma
-                    else "registers per thread" in why or "of shared memory" in why), why
-    for kernel in ("flash_delta_kernel", "flash_dkdv_kernel", "flash_dq_kernel",
-                   "flash_one_pass_kernel"):
-        assert f"def {kernel}(" in flash_backward.BACKWARD_KERNELS.src
-
-
-def test_dq_by_descriptor_says_what_it_needs_where_it_cannot_run():
-    generator = torch.Generator().manual_seed(5)
-    q, k, v, do = make_backward_inputs({"shape": (1, 2, 2, 9, 9, 18), "dtype": torch.float32},
-                                       generator)     # rows of 72 bytes: never by TMA
-    o, lse = flash.flash_forward(q, k, v, config=SMALL)
-    with pytest.raises(ValueError, match="compute capability 9.0 .* set DQ_DESCRIPTOR=False"):
-        flash_backward.one_pass_backward(q, k, v, o, lse, do, False,
-                                         Config(**SMALL, DQ_DESCRIPTOR=True))
+def test_the_backward_streams_by_descriptors_only_whole_blocks_of_rows_that_fit():
+    """A streamed block never runs into the next head's rows: descriptors only where the
+    block divides the sequence, and where descriptors can read the rows; the tuner keys the
+    two ways apart."""
+    q = torch.randn(1, 2, 32, 16)
+    assert flash_backward.stream_descriptors(q, q, 16, 16) is not None
+    assert flash_backward.stream_descriptors(q, q, 64, 16) is None          # 32 rows of 64
+    assert flash_backward.stream_descriptors(q, q.transpose(1, 2).contiguous().transpose(1, 2),
+                                             16, 16) is None               # (b, s, h, d)
+    assert flash_backward.backward_problem(q, q, True)["stream_descriptors"] is True
+    assert flash_backward.backward_problem(q, q[:, :, :8], True)["stream_descriptors"] is False
 
 
 def test_loss_backward_fills_every_grad_and_takes_a_broadcast_gradient():

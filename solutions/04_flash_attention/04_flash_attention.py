@@ -76,10 +76,13 @@ from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, MAX_SOFTMAX
                                              attention_problem, check_attention_inputs)
 # the general forward's search space, problem description and input validator
 from tilegym_edu.reference.flash import (DESCRIPTORS_FROM_BLOCK_D, FLASH_SPACE, block_d,
-                                         check_flash_inputs, flash_problem, kv_descriptors)
-# the backward's search spaces, its problem description, the tuning loop and a stride helper
+                                         check_flash_inputs, descriptors_fit, flash_problem,
+                                         kv_descriptors)
+# the backward's search spaces, its problem description, the tuning loop, a stride helper and
+# the descriptors of the blocks it streams
 from tilegym_edu.reference.flash_backward import (DKDV_SPACE, DQ_SPACE, backward_problem,
-                                                  head_strides, tune_backward)
+                                                  head_strides, stream_descriptors,
+                                                  tune_backward)
 from tilegym_edu.tune import Config, autotune
 
 print(device.banner())
@@ -1091,11 +1094,18 @@ roofline.plot_roofline(shown,
 #
 # FlashAttention-2 itself saves the two extra matmuls: its key-block programs also add their
 # share of $dq$ (that of the query block streaming past, $dS\,k$) into a float32 copy of $dq$ with
-# atomic adds, many programs to the same rows at once, in no fixed order. The reference does so
-# in a kernel of its own (`flash_one_pass_kernel` in `tilegym_edu/reference/flash_backward.py`),
-# adding each block either by every thread's atomics or by one TMA bulk reduction through a
-# tensor descriptor (lesson 03's); the course's differentiable `attention` times the ways for
-# each shape and GPU and keeps the fastest. Exercise 8 asks for the two kernels.
+# atomic adds, many programs to the same rows at once, in no fixed order. In Triton on an H200
+# that one pass ran at 0.58-0.78 of the two kernels' speed, whether each thread added its share
+# by atomics or each block by one TMA bulk reduction. `benchmarks/attention_backward_ideas.py`
+# took it apart at batch 4, 32 heads, $S = 4096$, head_dim 128: the dk/dv loop alone on one
+# pass's tiles took 4.40 ms, adding the fifth matmul (summed in registers, $dq$ left wrong) 6.19
+# ms, adding the atomics 7.74 ms; the two kernels took 3.90 + 3.02 = 6.92 ms. Without its atomics
+# one pass would have won; they cost a quarter of its time. FlashAttention-2's and -3's
+# CUDA kernels hide the atomics behind the matmuls with warps of their own; Triton's compiler
+# does not. What did pay, 5-12%: reading the streamed blocks (`q` and $dO$ for dk/dv, `k` and `v`
+# for dq) through tensor descriptors, lesson 03's TMA copies, where the sequence is a whole
+# number of blocks (every block whole, only the causal diagonal masked). The reference does so;
+# your kernels need not (docs/results/h200.md, 2026-12-04).
 #
 # ## Exercise 8 (4 + 2 points, the second needs a GPU): FlashAttention backward
 #
@@ -1122,9 +1132,10 @@ roofline.plot_roofline(shown,
 # PyTorch, from the `o` and `lse` it is given. Exercise 8a checks odd lengths, head_dim 16 to 128,
 # fp16 and fp32, causal and not, strided views, and your and the grader's block sizes. Exercise 8b
 # (GPU only) times your backward against the backward of the fastest SDPA backend, at batch 8, 16
-# heads, $S = 2048$, head_dim 64, causal, fp16. On an H200 the reference's backward took 0.64 ms
-# there and cuDNN's 0.55 ms: 0.86 of cuDNN's speed, and 1.4 times PyTorch's FlashAttention-2
-# backward (`benchmarks/attention_shapes.py`, docs/results/h200-2026-12-01-attention-shapes.md).
+# heads, $S = 2048$, head_dim 64, causal, fp16. On an H200 the reference's backward took 0.59 ms
+# there and cuDNN's 0.55 ms: 0.93 of cuDNN's speed, and 1.5 times PyTorch's FlashAttention-2
+# backward (`benchmarks/attention_shapes.py`, docs/results/h200-2026-12-04-attention-backward.json;
+# 0.64 ms, 0.86 of cuDNN's, before the streamed blocks went by descriptors).
 
 # %% id="cell-44" nbgrader={"grade": false, "grade_id": "flash_backward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/flash_backward.py flash_delta_kernel solution

@@ -1,23 +1,23 @@
 """The general FlashAttention and its backward pass on a GPU, with the configurations the
 wrappers choose (tuned by default; each search space's default inside the checks), in float16
 and bfloat16 (float32 is checked in the interpreter, tests/test_flash.py): three of the
-interpreter tests' shapes (decoding, a chunk at head size 80, head size 96) and longer ones
-where many blocks pipeline (head sizes 128 and 256, a long KV cache, grouped heads)."""
+interpreter tests' shapes (decoding, a chunk at head size 80, head size 96, whole blocks) and
+longer ones where many blocks pipeline (head sizes 128 and 256, a long KV cache, grouped
+heads, lengths of whole blocks that the backward streams by TMA)."""
 import pytest
 import torch
 
 from tests.test_flash import (SHAPES, gradients, make_backward_inputs, make_inputs,
                               shape_id)
-from tilegym_edu import device
 from tilegym_edu.check import check
 from tilegym_edu.reference import flash, flash_backward
-from tilegym_edu.tune import Resources
 
 DTYPES = (torch.float16, torch.bfloat16)
 #: longer problems: a prefill of 1000 with grouped heads at head sizes 128 and 256, a decode
-#: step over a cache of 3001, a chunk of 300 queries at the end of 2000 keys
+#: step over a cache of 3001, a chunk of 300 queries at the end of 2000 keys, and lengths of
+#: whole blocks: a prefill of 1024 with grouped heads, a chunk of 256 at the end of 1024 keys
 LONG = [(2, 8, 2, 1000, 1000, 128), (1, 4, 4, 777, 777, 256), (4, 8, 1, 1, 3001, 128),
-        (1, 8, 2, 300, 2000, 64)]
+        (1, 8, 2, 300, 2000, 64), (2, 8, 2, 1024, 1024, 128), (1, 8, 8, 256, 1024, 64)]
 GPU_SHAPES = SHAPES[3:5] + SHAPES[6:] + LONG
 
 
@@ -31,29 +31,10 @@ def test_forward_on_the_gpu(shape, causal):
     assert not failed, failed[:3]
 
 
-def one_pass_configs(shape, by_descriptor: bool) -> dict:
-    """backward_configs that run one pass, dq added by atomics or by TMA, with the first
-    level-1 configuration of ONE_PASS_SPACE of that kind this GPU can hold for ``shape``."""
-    b, h, hkv, sq, sk, d = shape
-    q = torch.empty(b, h, sq, d, dtype=torch.float16, device=device.DEVICE)
-    k = torch.empty(b, hkv, sk, d, dtype=torch.float16, device=device.DEVICE)
-    problem = {**flash_backward.race_problem(q, k, True), "dq_descriptors": by_descriptor}
-    kept, _ = flash_backward.ONE_PASS_SPACE.candidates(1, problem, Resources.of_gpu())
-    return {"one_pass": next(c for c in kept if c["DQ_DESCRIPTOR"] == by_descriptor)}
-
-
-@pytest.mark.parametrize("way", ["raced", "one-pass", "one-pass-tma"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
-def test_backward_on_the_gpu(shape, causal, way):
-    """As the wrapper chooses (inside a check: the two kernels, the race's default) and in
-    one pass, where dq is summed by atomic adds or by TMA bulk reductions."""
-    if way == "one-pass-tma" and not flash_backward.dq_descriptors_fit(
-            torch.empty(1, 1, 1, 8, device=device.DEVICE)):
-        pytest.skip("dq by TMA needs a GPU of compute capability 9.0 or newer")
-    configs = None if way == "raced" else one_pass_configs(shape, way == "one-pass-tma")
-    results = check(gradients(lambda q, k, v: flash_backward.attention(
-                        q, k, v, causal, backward_configs=configs)),
+def test_backward_on_the_gpu(shape, causal):
+    results = check(gradients(lambda q, k, v: flash_backward.attention(q, k, v, causal)),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
                     make_backward_inputs, [{"shape": shape, "dtype": d} for d in DTYPES],
                     seeds=(0,))
