@@ -34,7 +34,6 @@ from __future__ import annotations
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
 import math
-import time
 
 import torch
 import triton
@@ -42,6 +41,7 @@ import triton.language as tl
 from torch.nn.attention import SDPBackend
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from attention_forward_ideas import fastest
 from attention_shapes import relative, score_pairs, sdpa
 from record import finish, header, options, write
 from tilegym_edu import bench, device
@@ -55,6 +55,9 @@ SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (8, 16, 2048, 64,
 DKDV_CONFIGS = [(64, 64, 4, 2), (32, 128, 8, 3), (64, 128, 8, 2)]
 DQ_CONFIGS = [(128, 64, 8, 3), (128, 32, 4, 3), (64, 64, 4, 2)]
 ONE_PASS_CONFIGS = [(32, 128, 8, 3), (64, 128, 8, 2)]
+#: the largest relative error of a variant's gradients against the reference's (fp16 sums in
+#: another order)
+TOLERANCE = 1e-2
 #: dq: 0 not computed, 1 added by atomics, 2 summed in registers (a diagnostic: wrong)
 NO_DQ, DQ_ATOMICS, DQ_IN_REGISTERS = 0, 1, 2
 
@@ -211,46 +214,14 @@ class Problem:
         return max(relative(g, r.float()) for g, r in zip(grads, self.grads) if g is not None)
 
 
-def label(config) -> str:
-    return "x".join(map(str, config[:2])) + f"/{config[2]}w/{config[3]}s"
-
-
-def fastest(make, configs, check) -> dict:
-    """Each config's run (make(config)) compiled, checked (check(output): the relative error)
-    and timed briefly: {"configs": what each did, "best": the fastest right one's label,
-    "run": its function}; without "best" and "run" if none ran right."""
-    fns, tried = {}, {}
-    for config in configs:
-        start = time.perf_counter()
-        try:
-            run = make(config)
-            error = check(run())
-        except Exception as e:  # noqa: BLE001  (a variant the compiler refuses: recorded)
-            tried[label(config)] = {"failed": f"{type(e).__name__}: "
-                                              f"{str(e).splitlines()[0][:300]}"}
-            print(f"  {label(config)}: {tried[label(config)]['failed']}")
-            continue
-        tried[label(config)] = {"rel_error": error, "compile_s": time.perf_counter() - start}
-        if error < 1e-2:
-            fns[label(config)] = run
-        else:
-            print(f"  {label(config)}: wrong, relative error {error:.2e}")
-    if not fns:
-        return {"configs": tried}
-    for m in bench.compare(fns, rep_ms=60, max_runs=40):
-        tried[m.name]["median_ms"] = m.median_ms
-    best = min((c for c in tried if "median_ms" in tried[c]), key=lambda c: tried[c]["median_ms"])
-    return {"configs": tried, "best": best, "run": fns[best]}
-
-
 def variants(p: Problem) -> dict:
     """{variant name: (found, its run or None)} for every idea (the module's list)."""
     out = {}
     for tma in (False, True):
         way = "TMA streams" if tma else "pointers"
-        dkdv = fastest(lambda c: p.dkdv(c, tma, NO_DQ), DKDV_CONFIGS,
-                       lambda g: p.error(g))
-        dq = fastest(lambda c: p.dq(c, tma), DQ_CONFIGS, lambda g: p.error((g, None, None)))
+        dkdv = fastest(lambda c: p.dkdv(c, tma, NO_DQ), DKDV_CONFIGS, p.error, TOLERANCE)
+        dq = fastest(lambda c: p.dq(c, tma), DQ_CONFIGS, lambda g: p.error((g, None, None)),
+                     TOLERANCE)
         runs = [found["run"] for found in (dkdv, dq) if "run" in found]
         out[f"two kernels, {way}"] = ({"dkdv": dkdv, "dq": dq},
                                       (lambda r=runs: [run() for run in r])
@@ -260,7 +231,8 @@ def variants(p: Problem) -> dict:
                 ("one pass, dq in registers (dq wrong)", DQ_IN_REGISTERS,
                  lambda g: p.error((None, *g[1:]))),
                 ("one pass, atomics", DQ_ATOMICS, p.error)):
-            found = fastest(lambda c, m=mode: p.dkdv(c, tma, m), ONE_PASS_CONFIGS, check)
+            found = fastest(lambda c, m=mode: p.dkdv(c, tma, m), ONE_PASS_CONFIGS, check,
+                            TOLERANCE)
             out[f"{name}, {way}"] = (found, found.get("run"))
     return out
 

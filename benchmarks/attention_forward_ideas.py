@@ -151,30 +151,45 @@ def launcher(q, k, v, causal: bool, variant: str, config):
     return run
 
 
-def best_config(q, k, v, causal, variant, ref) -> dict:
-    """Each of CONFIGS compiled, checked and timed briefly; the fastest correct one."""
+def label(config) -> str:
+    """A configuration (BLOCK_M, BLOCK_N, num_warps, num_stages) as "128x64/4w/3s"."""
+    return "x".join(map(str, config[:2])) + f"/{config[2]}w/{config[3]}s"
+
+
+def fastest(make, configs, check, tolerance: float) -> dict:
+    """Each config's run (``make(config)``: a function of no arguments) compiled, checked
+    (``check(its output)``: the relative error, right under ``tolerance``) and timed briefly:
+    {"configs": what each did, "best": the fastest right one's label, "run": its function};
+    without "best" and "run" if none ran right. Shared by attention_backward_ideas.py."""
     fns, tried = {}, {}
-    for config in CONFIGS:
-        label = "x".join(map(str, config[:2])) + f"/{config[2]}w/{config[3]}s"
+    for config in configs:
+        name = label(config)
         start = time.perf_counter()
         try:
-            run = launcher(q, k, v, causal, variant, config)
-            error = relative(run(), ref)
+            run = make(config)
+            error = check(run())
         except Exception as e:  # noqa: BLE001  (a variant the compiler refuses: recorded)
-            tried[label] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-            print(f"  {variant} {label}: {tried[label]['failed']}")
+            tried[name] = {"failed": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            print(f"  {name}: {tried[name]['failed']}")
             continue
-        tried[label] = {"rel_error": error, "compile_s": time.perf_counter() - start}
-        if error < 2e-3:
-            fns[label] = run
+        tried[name] = {"rel_error": error, "compile_s": time.perf_counter() - start}
+        if error < tolerance:
+            fns[name] = run
         else:
-            print(f"  {variant} {label}: wrong, relative error {error:.2e}")
+            print(f"  {name}: wrong, relative error {error:.2e}")
     if not fns:
         return {"configs": tried}
     for m in bench.compare(fns, rep_ms=60, max_runs=40):
         tried[m.name]["median_ms"] = m.median_ms
     best = min((c for c in tried if "median_ms" in tried[c]), key=lambda c: tried[c]["median_ms"])
     return {"configs": tried, "best": best, "run": fns[best]}
+
+
+def best_config(q, k, v, causal, variant, ref) -> dict:
+    """The variant's fastest configuration of CONFIGS that is right against ``ref``."""
+    print(f"  {variant}:")
+    return fastest(lambda config: launcher(q, k, v, causal, variant, config), CONFIGS,
+                   lambda out: relative(out, ref), 2e-3)
 
 
 def compare_shape(shape) -> dict:
