@@ -10,6 +10,10 @@ configurations, and its best is timed interleaved with the course's backward
 * ``two kernels, TMA streams``: the same, the streamed tiles (q and dO; k and v) read through
   tensor descriptors made on the host (TMA copies), as the forward's k and v gained 9-12% at
   head size 128;
+* ``two kernels, TMA streams, dq longest first``: the same, the dq kernel taking each head's
+  query blocks last to first, so that under the causal mask its programs with the most key
+  blocks start first and the last wave holds short ones (the dk/dv kernel's causal order is
+  longest first already). Added 2026-12-04, not yet measured;
 * ``dk/dv alone``: the dk/dv kernel on one pass's tiles, without dq: what the four matmuls
   of one pass cost before dq is added;
 * ``one pass, dq in registers``: a diagnostic, **its dq wrong**: the fifth matmul (dS k) is
@@ -117,11 +121,14 @@ def ideas_dkdv_kernel(q_src, k_ptr, v_ptr, do_src, lse_ptr, delta_ptr, dq_ptr, d
 @triton.jit
 def ideas_dq_kernel(q_ptr, k_src, v_src, do_ptr, lse_ptr, delta_ptr, dq_ptr, seq, qk_scale,
                     sm_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, TMA: tl.constexpr):
-    """dq of one query block of one (batch, head), program (i, b * heads + h), the key blocks
-    streaming past; k_src and v_src are pointers or (TMA) descriptors over the
-    (batch * heads * seq, HEAD_DIM) rows."""
+                    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, TMA: tl.constexpr,
+                    LONGEST_FIRST: tl.constexpr):
+    """dq of one query block of one (batch, head), program (i, b * heads + h): query block i,
+    or with LONGEST_FIRST the i-th from the end; the key blocks stream past. k_src and v_src
+    are pointers or (TMA) descriptors over the (batch * heads * seq, HEAD_DIM) rows."""
     start_m = tl.program_id(0)
+    if LONGEST_FIRST:
+        start_m = tl.num_programs(0) - 1 - start_m
     bh = tl.program_id(1)
     base = bh * seq * HEAD_DIM
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -194,7 +201,7 @@ class Problem:
             return (dq if dq_mode else None), dk, dv
         return run
 
-    def dq(self, config, tma: bool):
+    def dq(self, config, tma: bool, longest_first: bool = False):
         """A function of no arguments running ideas_dq_kernel once; it returns dq."""
         bm, bn, warps, stages = config
         k_src, v_src = (self.rows(t, bn, tma) for t in (self.k, self.v))
@@ -204,7 +211,8 @@ class Problem:
         def run():
             ideas_dq_kernel[grid](self.q, k_src, v_src, self.do, self.lse, self.delta, dq,
                                   self.seq, *self.scales, HEAD_DIM=self.d, BLOCK_M=bm,
-                                  BLOCK_N=bn, CAUSAL=self.causal, TMA=tma, num_warps=warps,
+                                  BLOCK_N=bn, CAUSAL=self.causal, TMA=tma,
+                                  LONGEST_FIRST=longest_first, num_warps=warps,
                                   num_stages=stages)
             return dq
         return run
@@ -214,18 +222,23 @@ class Problem:
         return max(relative(g, r.float()) for g, r in zip(grads, self.grads) if g is not None)
 
 
+def two_kernels(p: Problem, tma: bool, longest_first: bool = False) -> tuple[dict, object]:
+    """(each kernel's fastest configuration, a function running both, or None if either had
+    none that ran right)."""
+    dkdv = fastest(lambda c: p.dkdv(c, tma, NO_DQ), DKDV_CONFIGS, p.error, TOLERANCE)
+    dq = fastest(lambda c: p.dq(c, tma, longest_first), DQ_CONFIGS,
+                 lambda g: p.error((g, None, None)), TOLERANCE)
+    runs = [found["run"] for found in (dkdv, dq) if "run" in found]
+    return {"dkdv": dkdv, "dq": dq}, ((lambda: [run() for run in runs])
+                                      if len(runs) == 2 else None)
+
+
 def variants(p: Problem) -> dict:
     """{variant name: (found, its run or None)} for every idea (the module's list)."""
     out = {}
     for tma in (False, True):
         way = "TMA streams" if tma else "pointers"
-        dkdv = fastest(lambda c: p.dkdv(c, tma, NO_DQ), DKDV_CONFIGS, p.error, TOLERANCE)
-        dq = fastest(lambda c: p.dq(c, tma), DQ_CONFIGS, lambda g: p.error((g, None, None)),
-                     TOLERANCE)
-        runs = [found["run"] for found in (dkdv, dq) if "run" in found]
-        out[f"two kernels, {way}"] = ({"dkdv": dkdv, "dq": dq},
-                                      (lambda r=runs: [run() for run in r])
-                                      if len(runs) == 2 else None)
+        out[f"two kernels, {way}"] = two_kernels(p, tma)
         for name, mode, check in (
                 ("dk/dv alone", NO_DQ, p.error),
                 ("one pass, dq in registers (dq wrong)", DQ_IN_REGISTERS,
@@ -234,6 +247,7 @@ def variants(p: Problem) -> dict:
             found = fastest(lambda c, m=mode: p.dkdv(c, tma, m), ONE_PASS_CONFIGS, check,
                             TOLERANCE)
             out[f"{name}, {way}"] = (found, found.get("run"))
+    out["two kernels, TMA streams, dq longest first"] = two_kernels(p, True, longest_first=True)
     return out
 
 

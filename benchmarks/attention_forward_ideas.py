@@ -11,7 +11,13 @@ level 1) and cuDNN's SDPA. Variants, each adding to the one before:
 * ``tma host``: k and v blocks through tensor descriptors made on the host (TMA copies);
 * ``tma device``: the same descriptors made in the kernel (``tl.make_tensor_descriptor``);
 * ``ws``: the key loop warp-specialised (``tl.range(..., warp_specialize=True)``: producer
-  warps issue the copies, consumer warps compute), on the device descriptors.
+  warps issue the copies, consumer warps compute), on the device descriptors;
+* ``fma, longest first`` and ``tma host, longest first``: ``fma`` and ``tma host`` with the
+  query blocks of each head taken last to first, so that under the causal mask the programs
+  with the most key blocks start first and the last wave holds the short ones (nothing changes
+  without the mask). Added 2026-12-04, not yet measured.
+
+``--variants`` runs some of them only (the reference and cuDNN always run).
 
 The experimental kernel takes what the measured shapes need only: q, k, v contiguous (batch,
 heads, seq, head_dim) of one shape, head_dim a power of two, seq a multiple of 128, causal or
@@ -45,9 +51,12 @@ SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64,
           (16, 16, 1024, 128, False), (8, 16, 2048, 64, True)]
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages) each variant runs
 CONFIGS = [(128, 128, 8, 3), (128, 64, 4, 3), (64, 128, 4, 3), (128, 128, 8, 4), (64, 64, 4, 3)]
-#: variant -> (FMA, TMA: 0 pointers, 1 host descriptors, 2 device descriptors, WS)
-VARIANTS = {"pointers": (False, 0, False), "fma": (True, 0, False), "tma host": (True, 1, False),
-            "tma device": (True, 2, False), "ws": (True, 2, True)}
+#: variant -> (FMA, TMA: 0 pointers, 1 host descriptors, 2 device descriptors, WS,
+#: LONGEST_FIRST)
+VARIANTS = {"pointers": (False, 0, False, False), "fma": (True, 0, False, False),
+            "tma host": (True, 1, False, False), "tma device": (True, 2, False, False),
+            "ws": (True, 2, True, False), "fma, longest first": (True, 0, False, True),
+            "tma host, longest first": (True, 1, False, True)}
 
 
 @triton.jit
@@ -90,9 +99,12 @@ def ideas_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, stride_n, offs_n, offs_
 def ideas_forward_kernel(q_ptr, k_src, v_src, o_ptr, seq, qk_scale, total_rows,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, FMA: tl.constexpr, TMA: tl.constexpr,
-                         WS: tl.constexpr):
-    """o for BLOCK_M queries of one (batch, head): program (i, batch·heads + head)."""
+                         WS: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+    """o for BLOCK_M queries of one (batch, head): program (i, batch·heads + head), query
+    block i, or with LONGEST_FIRST the i-th from the end."""
     start_m = tl.program_id(0)
+    if LONGEST_FIRST:
+        start_m = tl.num_programs(0) - 1 - start_m
     bh = tl.program_id(1)
     kv_row = bh * seq
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -131,7 +143,7 @@ def allocate_descriptor_memory(size: int, alignment: int, stream) -> torch.Tenso
 
 def launcher(q, k, v, causal: bool, variant: str, config):
     """A function of no arguments running the variant once with ``config``, and its output."""
-    fma, tma, ws = VARIANTS[variant]
+    fma, tma, ws, longest_first = VARIANTS[variant]
     bm, bn, warps, stages = config
     batch, heads, seq, d = q.shape
     o = torch.empty_like(q)
@@ -145,7 +157,8 @@ def launcher(q, k, v, causal: bool, variant: str, config):
     def run():
         ideas_forward_kernel[grid](q, k_src, v_src, o, seq, LOG2E / math.sqrt(d),
                                    batch * heads * seq, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
-                                   CAUSAL=causal, FMA=fma, TMA=tma, WS=ws, num_warps=warps,
+                                   CAUSAL=causal, FMA=fma, TMA=tma, WS=ws,
+                                   LONGEST_FIRST=longest_first, num_warps=warps,
                                    num_stages=stages)
         return o
     return run
@@ -192,20 +205,20 @@ def best_config(q, k, v, causal, variant, ref) -> dict:
                    lambda out: relative(out, ref), 2e-3)
 
 
-def compare_shape(shape) -> dict:
+def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
     batch, heads, seq, d, causal = shape
     q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.float16)
                for _ in range(3))
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    label = f"B{batch} H{heads} S{seq} D{d}{' causal' if causal else ''} float16"
-    print("==", label)
+    name = f"B{batch} H{heads} S{seq} D{d}{' causal' if causal else ''} float16"
+    print("==", name)
     row: dict = {"variants": {}}
     fns = {}
     tuned = tuned_forward(q, k, v, causal)
     row["reference_config"] = dict(tuned.config)
     fns["reference (flash.py)"] = lambda: flash.flash_forward(q, k, v, causal,
                                                               config=tuned.config)[0]
-    for variant in VARIANTS:
+    for variant in variants:
         found = best_config(q, k, v, causal, variant, ref)
         run = found.pop("run", None)
         row["variants"][variant] = found
@@ -217,17 +230,24 @@ def compare_shape(shape) -> dict:
     bench.print_table(results, baseline="cuDNN SDPA")
     row["results"] = {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "runs": m.runs,
                                "sm_clock_mhz": m.sm_clock_mhz} for m in results}
-    return label, row
+    return name, row
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
+    parser = options(__doc__)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        metavar="VARIANT", help="the variants to run (default: all)")
+    parser.add_argument("--causal-only", action="store_true",
+                        help="only the causal shapes (where longest first can matter)")
+    args = parser.parse_args()
     triton.set_allocator(allocate_descriptor_memory)
     record = {**header(), "cudnn": torch.backends.cudnn.version(), "configs": CONFIGS,
               "shapes": {}}
     for shape in SHAPES:
-        label, row = compare_shape(shape)
-        record["shapes"][label] = row
+        if args.causal_only and not shape[-1]:
+            continue
+        name, row = compare_shape(shape, args.variants)
+        record["shapes"][name] = row
         write(record, args.out)          # a run cut short keeps its rows
     finish(record, args.out)
 
