@@ -23,8 +23,9 @@ configurations, and its best is timed interleaved with the course's backward
   float32 dq by relaxed atomics.
 
 The difference of the last three says what the fifth matmul and the atomics cost. On the H200
-(2026-12-04, docs/results/h200.md) the TMA streams gained 5-12% and went into the reference;
-one pass lost to the two kernels on every shape, so the reference has none. The
+(2026-12-04, docs/results/h200.md) the TMA streams took 1-11% off each kernel and went into the
+reference (6-9% off its backward); one pass lost to the two kernels on every shape, so the
+reference has none. The
 experimental kernels take what the measured shapes need only: q, k, v, dO contiguous (batch,
 heads, seq, head_dim) of one shape, head_dim a power of two, seq a multiple of 128. A variant
 that does not compile, or is wrong against the reference's gradients, is recorded so. The

@@ -18,10 +18,11 @@ SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}
 #: (batch, heads, kv_heads, seq_q, seq_k, head_dim): same heads, grouped-query, multi-query,
 #: decoding one token, a chunk of prefill at the end of a cache, head sizes 8, 24, 80, 96,
 #: groups of 3 (a block of 16 rows ends inside a query's group), and lengths of whole blocks
-#: (the backward streams them by tensor descriptors)
+#: (the backward streams them by tensor descriptors; the last also with a resident block of
+#: 32 keys past the end of 48 and head columns past 24 read as zeros)
 SHAPES = [(1, 2, 2, 17, 17, 16), (2, 4, 2, 19, 19, 32), (1, 4, 1, 9, 9, 24),
           (2, 4, 2, 1, 37, 64), (1, 2, 1, 5, 33, 80), (1, 3, 3, 33, 50, 8), (1, 2, 2, 20, 20, 96),
-          (1, 6, 2, 7, 23, 32), (1, 4, 2, 32, 64, 16)]
+          (1, 6, 2, 7, 23, 32), (1, 4, 2, 32, 64, 16), (2, 4, 2, 32, 48, 24)]
 
 
 def shape_id(shape) -> str:
@@ -123,10 +124,21 @@ def make_backward_inputs(case, generator):
 @pytest.fixture(params=["descriptors", "pointers"])
 def stream_path(request, monkeypatch):
     """The backward's streamed blocks by tensor descriptors where the sequence is a whole
-    number of them (the last shape of SHAPES), or by pointers everywhere."""
+    number of them (the last shapes of SHAPES: the test fails unless some went so), or by
+    pointers everywhere."""
+    made = []
     if request.param == "pointers":
         monkeypatch.setattr(flash_backward, "stream_descriptors", lambda *args: None)
-    return request.param
+    else:
+        real = flash_backward.stream_descriptors
+
+        def counted(*args):
+            made.append(real(*args))
+            return made[-1]
+        monkeypatch.setattr(flash_backward, "stream_descriptors", counted)
+    yield request.param
+    if request.param == "descriptors":
+        assert any(d is not None for d in made), "no block went by descriptors"
 
 
 @pytest.mark.parametrize("configs", [SMALL_BACKWARD, {
@@ -155,8 +167,8 @@ def test_the_backward_streams_by_descriptors_only_whole_blocks_of_rows_that_fit(
     assert flash_backward.stream_descriptors(q, q, 64, 16) is None          # 32 rows of 64
     assert flash_backward.stream_descriptors(q, q.transpose(1, 2).contiguous().transpose(1, 2),
                                              16, 16) is None               # (b, s, h, d)
-    assert flash_backward.backward_problem(q, q, True)["stream_descriptors"] is True
-    assert flash_backward.backward_problem(q, q[:, :, :8], True)["stream_descriptors"] is False
+    problem = flash_backward.backward_problem(q, q[:, :, :8], True)   # k: a view of a cache
+    assert problem["q_descriptors"] is True and problem["kv_descriptors"] is False
 
 
 def test_loss_backward_fills_every_grad_and_takes_a_broadcast_gradient():

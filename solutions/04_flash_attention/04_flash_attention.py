@@ -1100,12 +1100,12 @@ roofline.plot_roofline(shown,
 # took it apart at batch 4, 32 heads, $S = 4096$, head_dim 128: the dk/dv loop alone on one
 # pass's tiles took 4.40 ms, adding the fifth matmul (summed in registers, $dq$ left wrong) 6.19
 # ms, adding the atomics 7.74 ms; the two kernels took 3.90 + 3.02 = 6.92 ms. Without its atomics
-# one pass would have won; they cost a quarter of its time. FlashAttention-2's and -3's
-# CUDA kernels hide the atomics behind the matmuls with warps of their own; Triton's compiler
-# does not. What did pay, 5-12%: reading the streamed blocks (`q` and $dO$ for dk/dv, `k` and `v`
-# for dq) through tensor descriptors, lesson 03's TMA copies, where the sequence is a whole
-# number of blocks (every block whole, only the causal diagonal masked). The reference does so;
-# your kernels need not (docs/results/h200.md, 2026-12-04).
+# one pass would have won; they add a quarter to its time. FlashAttention-3's CUDA kernels hide
+# the atomics behind the matmuls with warps of their own; Triton's compiler does not. What did
+# pay, 6-9% of the whole backward's time: reading the streamed blocks (`q` and $dO$ for dk/dv,
+# `k` and `v` for dq) through tensor descriptors, lesson 03's TMA copies, where the sequence is a
+# whole number of blocks (every block whole, only the causal diagonal masked). The reference does
+# so; your kernels need not (docs/results/h200.md, 2026-12-04).
 #
 # ## Exercise 8 (4 + 2 points, the second needs a GPU): FlashAttention backward
 #

@@ -226,19 +226,20 @@ def head_strides(*tensors: torch.Tensor) -> list[int]:
 
 
 def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
-    """What the best backward configurations depend on: the shapes, and whether the streamed
-    blocks can go by tensor descriptors (the two ways tune apart)."""
+    """What the best backward configurations depend on: the shapes, and whether each kernel's
+    streamed blocks can go by tensor descriptors (q's rows for dk/dv, k's for dq: the two ways
+    tune apart; v is taken to have k's layout)."""
     batch, heads, seq_q, head_dim = q.shape
     return {"batch": batch, "heads": heads, "kv_heads": k.shape[1], "seq_q": seq_q,
             "seq_k": k.shape[2], "head_dim": max(16, triton.next_power_of_2(head_dim)),
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal,
-            "stream_descriptors": descriptors_fit(q) and descriptors_fit(k)}
+            "q_descriptors": descriptors_fit(q), "kv_descriptors": descriptors_fit(k)}
 
 
 def stream_descriptors(a: torch.Tensor, b: torch.Tensor, block: int, columns: int):
     """(a, b) as tensor descriptors over their (batch * heads * seq, head_dim) rows, in blocks
     of (block, columns): the tiles a backward kernel streams past its resident block, read by
-    TMA copies (on the H200 the two kernels ran 5-12% faster so, docs/results/h200.md,
+    TMA copies (on the H200 the backward took 6-9% less time so, docs/results/h200.md,
     2026-12-04). None unless both fit (descriptors_fit), this Triton has descriptors
     (3.4 and newer), and ``block`` divides the sequence: a block never runs into the next
     head's rows, so the kernels mask nothing but the causal diagonal."""
@@ -253,8 +254,9 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
     computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
     launch(config)) triple whose launch fills its gradients. The streamed blocks go by tensor
     descriptors where stream_descriptors can make them (do is copied to q's layout first
-    where q fits and do does not)."""
-    if do.stride(-1) != 1 or (descriptors_fit(q) and not descriptors_fit(do)):
+    where q's would stream so and do's would not)."""
+    streams_q = descriptors_fit(q) and q.shape[2] % min(DKDV_SPACE.grid["BLOCK_M"]) == 0
+    if do.stride(-1) != 1 or (streams_q and not descriptors_fit(do)):
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
     seq_k, group = k.shape[2], heads // k.shape[1]
