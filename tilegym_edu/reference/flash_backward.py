@@ -231,7 +231,7 @@ def backward_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str
     tune apart; v is taken to have k's layout)."""
     batch, heads, seq_q, head_dim = q.shape
     return {"batch": batch, "heads": heads, "kv_heads": k.shape[1], "seq_q": seq_q,
-            "seq_k": k.shape[2], "head_dim": max(16, triton.next_power_of_2(head_dim)),
+            "seq_k": k.shape[2], "head_dim": block_d(head_dim),
             "dtype": str(q.dtype).removeprefix("torch."), "causal": causal,
             "q_descriptors": descriptors_fit(q), "kv_descriptors": descriptors_fit(k)}
 
