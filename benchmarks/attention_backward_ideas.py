@@ -30,7 +30,8 @@ experimental kernels take what the measured shapes need only: q, k, v, dO contig
 heads, seq, head_dim) of one shape, head_dim a power of two, seq a multiple of 128. A variant
 that does not compile, or is wrong against the reference's gradients, is recorded so. The
 variants take delta (rowsum(dO o)) computed beforehand; the reference's time includes its delta
-kernel. Prints tables; writes JSON with --out.
+kernel. ``--variants`` runs some of them only (the reference and cuDNN always run),
+``--causal-only`` the causal shapes only. Prints tables; writes JSON with --out.
 
     python benchmarks/attention_backward_ideas.py --out attention-backward-ideas.json
 """
@@ -234,25 +235,33 @@ def two_kernels(p: Problem, tma: bool, longest_first: bool = False) -> tuple[dic
                                       if len(runs) == 2 else None)
 
 
-def variants(p: Problem) -> dict:
-    """{variant name: (found, its run or None)} for every idea (the module's list)."""
+def variant_runs(p: Problem) -> dict:
+    """{variant name: a function of no arguments returning (found, its run or None)} for every
+    idea, in the module's order."""
     out = {}
     for tma in (False, True):
         way = "TMA streams" if tma else "pointers"
-        out[f"two kernels, {way}"] = two_kernels(p, tma)
+        out[f"two kernels, {way}"] = lambda tma=tma: two_kernels(p, tma)
         for name, mode, check in (
-                ("dk/dv alone", NO_DQ, p.error),
+                ("dk/dv alone", NO_DQ, lambda g: p.error(g)),
                 ("one pass, dq in registers (dq wrong)", DQ_IN_REGISTERS,
                  lambda g: p.error((None, *g[1:]))),
-                ("one pass, atomics", DQ_ATOMICS, p.error)):
-            found = fastest(lambda c, m=mode: p.dkdv(c, tma, m), ONE_PASS_CONFIGS, check,
-                            TOLERANCE)
-            out[f"{name}, {way}"] = (found, found.get("run"))
-    out["two kernels, TMA streams, dq longest first"] = two_kernels(p, True, longest_first=True)
+                ("one pass, atomics", DQ_ATOMICS, lambda g: p.error(g))):
+            def one_pass(mode=mode, check=check, tma=tma):
+                found = fastest(lambda c: p.dkdv(c, tma, mode), ONE_PASS_CONFIGS, check,
+                                TOLERANCE)
+                return found, found.get("run")
+            out[f"{name}, {way}"] = one_pass
+    out["two kernels, TMA streams, dq longest first"] = lambda: two_kernels(p, True,
+                                                                            longest_first=True)
     return out
 
 
-def compare_shape(shape) -> tuple[str, dict]:
+#: every variant's name, for --variants
+VARIANTS = list(variant_runs(None))
+
+
+def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
     batch, heads, seq, d, causal = shape
     name = f"B{batch} H{heads} S{seq} D{d}{' causal' if causal else ''} float16"
     print("==", name)
@@ -260,7 +269,9 @@ def compare_shape(shape) -> tuple[str, dict]:
     row: dict = {"reference_configs": {k: dict(c) for k, c in p.tuned.items()}, "variants": {}}
     fns = {"reference (two kernels)": lambda: flash_backward.flash_backward(
         p.q, p.k, p.v, p.o, p.lse, p.do, causal, p.tuned)}
-    for variant, (found, run) in variants(p).items():
+    runs = variant_runs(p)
+    for variant in variants:
+        found, run = runs[variant]()
         found.pop("run", None)
         for part in ("dkdv", "dq"):
             if part in found:
@@ -280,12 +291,19 @@ def compare_shape(shape) -> tuple[str, dict]:
 
 
 def main() -> None:
-    args = options(__doc__).parse_args()
+    parser = options(__doc__)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS,
+                        metavar="VARIANT", help="the variants to run (default: all)")
+    parser.add_argument("--causal-only", action="store_true",
+                        help="only the causal shapes (where the order of query blocks matters)")
+    args = parser.parse_args()
     record = {**header(), "cudnn": torch.backends.cudnn.version(),
               "configs": {"dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS, "one_pass": ONE_PASS_CONFIGS},
               "shapes": {}}
     for shape in SHAPES:
-        name, row = compare_shape(shape)
+        if args.causal_only and not shape[-1]:
+            continue
+        name, row = compare_shape(shape, args.variants)
         record["shapes"][name] = row
         write(record, args.out)          # a run cut short keeps its rows
     finish(record, args.out)
