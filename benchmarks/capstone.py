@@ -2,16 +2,21 @@
 
 * the three fused kernels (RMSNorm, in-place rotary, SwiGLU) on the graded cells' problems, in
   GB/s against a device-to-device copy of the same bytes, PyTorch eager and torch.compile;
+* the MLP's up-projection and SwiGLU at the prefill's shape: the matmul with SwiGLU in its
+  epilogue (reference/fused_matmul.py) against shape_matmul then the SwiGLU kernel, and
+  cuBLAS then torch.compile's SwiGLU (what the compiled model runs);
 * the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile, the
-  lessons' kernels (the solutions' ops: lesson 03's pipelined matmul) and the course's reference
-  kernels (matmuls by shape_matmul, every path raced per shape): tokens/s, the logits' error
-  against the model in float32, and each version's GPU time split by operation (torch.profiler);
+  lessons' kernels (the solutions' ops: lesson 03's pipelined matmul, lesson 04's attention)
+  and the course's reference kernels (matmuls by shape_matmul, every path raced per shape, the
+  MLP's SwiGLU in its matmul's epilogue, flash.py's grouped-query attention): tokens/s as plain
+  calls and as CUDA-graph replays (the GPU's work alone), the logits' error against the model
+  in float32, and each version's GPU time split by operation (torch.profiler);
 * the same model decoding: one step of one new token per sequence over a KV cache of a given
   length, each version replayed as a CUDA graph (as serving engines run decoding, so that the
   GPU's work is timed and not Python's), in tokens/s, the logits' error against float32, and
   where a step's GPU time goes (by operation, and each version's kernels).
 
-Prints tables; writes JSON with --out. --parts picks what runs (all three by default).
+Prints tables; writes JSON with --out. --parts picks what runs (all four by default).
 
     python benchmarks/capstone.py --out capstone.json
     python benchmarks/capstone.py --parts decode
@@ -27,7 +32,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tilegym_edu import bench
-from tilegym_edu.reference import llama, llama_kernels, pipelined
+from tilegym_edu.reference import attention, fused_matmul, llama, llama_kernels, pipelined, \
+    split_k
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
 
 from record import finish, header, options
@@ -36,6 +42,7 @@ ROWS, DIM = 16384, 4096              # rmsnorm's and swiglu's graded problem
 ROPE_SHAPE = (1, 8192, 32, 128)      # rope_'s: q of a prefill, a view into a wider tensor
 PROMPTS = [(1, 2048), (4, 2048)]     # (batch, seq) prefills; the first is the graded one
 DECODES = [(1, 512), (1, 2040), (16, 2040)]   # (batch, tokens already in the cache)
+MLP_ROWS = 4 * 2048                  # the up-projection's rows at the batch-4 prefill
 
 
 def fused_kernels() -> dict:
@@ -73,6 +80,37 @@ def fused_kernels() -> dict:
     return record
 
 
+def mlp_up() -> dict:
+    """swiglu(h @ w13) at the prefill's shape (MLP_ROWS, GPU_CONFIG's dim and hidden), float16:
+    fused, unfused on the course's kernels, and as the compiled model runs it; time, TFLOP/s of
+    the matmul, error against float32."""
+    cfg = llama.GPU_CONFIG
+    generator = torch.Generator().manual_seed(0)
+    h = torch.randn(MLP_ROWS, cfg.dim, generator=generator).to("cuda", torch.float16)
+    w13 = (torch.randn(cfg.dim, 2 * cfg.hidden, generator=generator)
+           / cfg.dim ** 0.5).to("cuda", torch.float16)
+    compiled_swiglu = torch.compile(llama.swiglu_torch)
+    versions = {"fused (matmul_swiglu), tuned": lambda: fused_matmul.matmul_swiglu(h, w13),
+                "shape_matmul, then swiglu": lambda: llama_kernels.swiglu(
+                    split_k.shape_matmul(h, w13)),
+                "cuBLAS, then torch.compile's swiglu": lambda: compiled_swiglu(h @ w13)}
+    for config in fused_matmul.SWIGLU_SPACE.configs(1):          # each candidate on its own
+        label = (f"fused {config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} "
+                 f"{config['num_warps']}w {config['num_stages']}s split {config['EPILOGUE_SPLIT']}"
+                 f"{' flat' if config['FLATTEN'] else ''}")
+        versions[label] = lambda c=dict(config): fused_matmul.matmul_swiglu(h, w13, c)
+    expected = llama.swiglu_torch(h.float() @ w13.float())
+    errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
+              for name, run in versions.items()}
+    results = bench.compare(versions, flops=2 * MLP_ROWS * cfg.dim * 2 * cfg.hidden, rep_ms=1000)
+    print(f"== MLP up-projection and SwiGLU, {MLP_ROWS} x {cfg.dim} @ {cfg.dim} x {2 * cfg.hidden}")
+    bench.print_table(results, baseline="cuBLAS, then torch.compile's swiglu")
+    return {"shape": [MLP_ROWS, cfg.dim, 2 * cfg.hidden], "rel_error_vs_float32": errors,
+            "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "runs": m.runs,
+                                 "cuda_graph": m.cuda_graph, "sm_clock_mhz": m.sm_clock_mhz}
+                        for m in results}}
+
+
 def kernel_table(run, repeats: int = 3, rows: int = 8) -> str:
     """torch.profiler's table of the GPU kernels run() launches, most time first."""
     run()
@@ -86,9 +124,12 @@ def kernel_table(run, repeats: int = 3, rows: int = 8) -> str:
 
 
 def lesson_ops(kernels: llama.Ops) -> llama.Ops:
-    """``kernels`` with lesson 03's tuned pipelined matmul, as the lessons' solutions run the
-    model (the reference kernels race every matmul path per shape instead)."""
-    return dataclasses.replace(kernels, matmul=pipelined.tuned_matmul)
+    """``kernels`` with the lessons' own kernels where the reference has others, as the lessons'
+    solutions run the model: lesson 03's tuned pipelined matmul (the reference races every
+    matmul path per shape), lesson 04's attention kernel (the reference: flash.py's grouped
+    path) and the MLP's matmul then SwiGLU (the reference fuses them)."""
+    return dataclasses.replace(kernels, matmul=pipelined.tuned_matmul,
+                               attention=attention.flash_attention, matmul_swiglu=None)
 
 
 def prefill(batch: int, seq: int) -> dict:
@@ -114,6 +155,10 @@ def prefill(batch: int, seq: int) -> dict:
     results = bench.compare(versions, flops=flops, graph_below_ms=0, rep_ms=3000)
     print(f"== prefill, batch {batch} x {seq} tokens, {model.parameters() / 1e6:.0f} M parameters")
     bench.print_table(results, baseline="PyTorch eager")
+    # the same replayed from CUDA graphs: the GPU's work alone, without the host's launches
+    graphs = bench.compare(versions, flops=flops, graph_below_ms=math.inf, rep_ms=3000)
+    print(f"== prefill, batch {batch} x {seq} tokens, as CUDA graphs")
+    bench.print_table(graphs, baseline="PyTorch eager")
     by_op = {"PyTorch eager": gpu_ms_by_op(lambda: model(tokens, profiled(llama.TORCH_OPS))),
              "reference kernels": gpu_ms_by_op(lambda: model(tokens, profiled(kernels)))}
     for name, split in by_op.items():
@@ -123,10 +168,11 @@ def prefill(batch: int, seq: int) -> dict:
         print(f"-- {name}: kernels, 3 prefills\n{table}")
     return {"batch": batch, "seq": seq, "parameters": model.parameters(), "flops": flops,
             "rel_error_vs_float32": errors, "gpu_ms_by_op": by_op, "kernel_tables": tables,
-            "results": {m.name: {"median_ms": m.median_ms,
-                                 "tokens_per_s": batch * seq / m.median_ms * 1e3,
-                                 "tflops": m.tflops, "runs": m.runs, "cuda_graph": m.cuda_graph,
-                                 "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
+            **{key: {m.name: {"median_ms": m.median_ms,
+                              "tokens_per_s": batch * seq / m.median_ms * 1e3,
+                              "tflops": m.tflops, "runs": m.runs, "cuda_graph": m.cuda_graph,
+                              "sm_clock_mhz": m.sm_clock_mhz} for m in timed}
+               for key, timed in (("results", results), ("results_cuda_graphs", graphs))}}
 
 
 def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
@@ -168,13 +214,15 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
 
 
 def main() -> None:
-    parts = ("fused", "prefill", "decode")
+    parts = ("fused", "mlp", "prefill", "decode")
     parser = options(__doc__)
     parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
     args = parser.parse_args()
     record = header()
     if "fused" in args.parts:
         record["fused_kernels"] = fused_kernels()
+    if "mlp" in args.parts:
+        record["mlp_up"] = mlp_up()
     if "prefill" in args.parts:
         record["prefill"] = [prefill(batch, seq) for batch, seq in PROMPTS]
     if "decode" in args.parts:

@@ -118,6 +118,9 @@ class Ops:
     * ``add_rmsnorm(x, delta, weight, eps)``: the residual add and the norm after it, (x +
       delta, rmsnorm(x + delta, weight, eps)) for x and delta (rows, dim), in one pass if the
       Ops has one; None (the default): an add, then ``rmsnorm`` (:func:`add_and_norm`)
+    * ``matmul_swiglu(h, w13)``: the MLP's up-projection and SwiGLU in one kernel, swiglu(h @
+      w13) for h (rows, dim) and w13 (dim, 2 hidden) -> (rows, hidden), if the Ops has one;
+      None (the default): ``matmul``, then ``swiglu`` (:func:`up_and_swiglu`)
     """
 
     matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = torch.matmul
@@ -127,6 +130,7 @@ class Ops:
     swiglu: Callable[[torch.Tensor], torch.Tensor] = swiglu_torch
     cached_attention: Callable[..., torch.Tensor] = cached_attention_torch
     add_rmsnorm: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    matmul_swiglu: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
 
 TORCH_OPS = Ops()
@@ -140,6 +144,14 @@ def add_and_norm(ops: Ops, x: torch.Tensor, delta: torch.Tensor, weight: torch.T
         return ops.add_rmsnorm(x, delta, weight, eps)
     x = x + delta
     return x, ops.rmsnorm(x, weight, eps)
+
+
+def up_and_swiglu(ops: Ops, h: torch.Tensor, w13: torch.Tensor) -> torch.Tensor:
+    """swiglu(h @ w13) for rows h (rows, dim) and w13 (dim, 2 hidden): ops.matmul_swiglu, one
+    kernel, where the Ops has it; else ops.matmul and then ops.swiglu."""
+    if ops.matmul_swiglu is not None:
+        return ops.matmul_swiglu(h, w13)
+    return ops.swiglu(ops.matmul(h, w13))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -318,7 +330,7 @@ class Llama:
             else:
                 delta = self.cached_attention(h, layer, index, batch, seq, ops, cache)
             x, h = add_and_norm(ops, x, delta, layer["mlp_norm"], cfg.eps)
-            delta = ops.matmul(ops.swiglu(ops.matmul(h, layer["w13"])), layer["w2"])
+            delta = ops.matmul(up_and_swiglu(ops, h, layer["w13"]), layer["w2"])
             # the residual add, and the norm of the next layer's attention (or the final one)
             after = (self.layers[index + 1]["attn_norm"] if index + 1 < len(self.layers)
                      else self.norm)
@@ -374,5 +386,6 @@ def random_tokens(cfg: LlamaConfig, batch: int, seq: int,
 
 __all__ = ["rmsnorm_torch", "rope_tables", "rope_torch", "rope_torch_", "swiglu_torch",
            "attention_torch", "cached_attention_torch", "Ops", "TORCH_OPS", "add_and_norm",
+           "up_and_swiglu",
            "LlamaConfig", "GPU_CONFIG", "CPU_CONFIG", "KVCache", "Llama", "repeatable_decode_step",
            "random_tokens"]
