@@ -140,8 +140,12 @@ def test_gpu_ms_by_op_puts_every_kernel_under_its_operation():
                             vocab=1000, max_seq=256)
     model = llama.Llama(cfg, torch.float16)
     tokens = llama.random_tokens(cfg, 1, 256, torch.Generator().manual_seed(0))
-    operations = ("matmul", "attention", "rmsnorm", "rope_", "swiglu")
-    for ops in (llama.TORCH_OPS, llama_kernels.reference_ops(small_blocks=True)):
+    # the reference ops fuse the residual add into the norm after it, and SwiGLU into the MLP's
+    # first matmul
+    for ops, operations in (
+            (llama.TORCH_OPS, ("matmul", "attention", "rmsnorm", "rope_", "swiglu")),
+            (llama_kernels.reference_ops(small_blocks=True),
+             ("matmul", "attention", "rmsnorm", "rope_", "add_rmsnorm", "matmul_swiglu"))):
         split = llama_profile.gpu_ms_by_op(lambda: model(tokens, llama_profile.profiled(ops)))
         print(split)
         assert all(split[name] > 0 for name in operations), split
