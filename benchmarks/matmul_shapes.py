@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tilegym_edu  # noqa: F401  (first: decides the mode before triton is imported)
 
+import math
 from pathlib import Path
 
 import torch
@@ -79,14 +80,18 @@ def measure(M: int, N: int, K: int) -> dict:
     b = torch.randn(K, N, device=device.DEVICE, dtype=torch.float16)
     fns, chosen = candidates(a, b)
     errors = {name: relative_error(fn(), a, b) for name, fn in fns.items()}
+    # every side replayed as a CUDA graph: the GPU's work alone (a 50 µs kernel behind a Python
+    # wrapper is otherwise timed with the host's launch in it, as 8192 x 8192 x 128 was on
+    # 2026-12-04 at 0.40x cuBLAS)
     results = bench.compare(fns, flops=2 * M * N * K, bytes=2 * (M * K + K * N + M * N),
-                            rep_ms=1000)
+                            rep_ms=1000, graph_below_ms=math.inf)
     print(f"== {M} x {N} x {K} float16 (shape_matmul chose {chosen['shape_matmul']['PATH']})")
     bench.print_table(results, baseline="cuBLAS")
     cublas = next(m for m in results if m.name == "cuBLAS")
     return {"shape": [M, N, K], "configs": chosen, "errors": errors,
             "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops, "gbs": m.gbs,
                                  "vs_cublas": cublas.median_ms / m.median_ms, "runs": m.runs,
+                                 "cuda_graph": m.cuda_graph,
                                  "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 
