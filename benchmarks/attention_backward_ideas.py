@@ -13,7 +13,8 @@ configurations, and its best is timed interleaved with the course's backward
 * ``two kernels, TMA streams, dq longest first``: the same, the dq kernel taking each head's
   query blocks last to first, so that under the causal mask its programs with the most key
   blocks start first and the last wave holds short ones (the dk/dv kernel's causal order is
-  longest first already). Added 2026-12-04, not yet measured;
+  longest first already). On the H200 (2026-12-04, run d) it gained nothing: 3.625 against
+  3.636 ms at B4 H32 S4096 D128 causal, 0.5848 against 0.5849 at B8 H16 S2048 D64 causal;
 * ``dk/dv alone``: the dk/dv kernel on one pass's tiles, without dq: what the four matmuls
   of one pass cost before dq is added;
 * ``one pass, dq in registers``: a diagnostic, **its dq wrong**: the fifth matmul (dS k) is
