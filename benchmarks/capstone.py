@@ -8,7 +8,7 @@
 * the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile, the
   lessons' kernels (the solutions' ops: lesson 03's pipelined matmul, lesson 04's attention)
   and the course's reference kernels (matmuls by shape_matmul, every path raced per shape, the
-  MLP's SwiGLU in its matmul's epilogue, flash.py's grouped-query attention): tokens/s as plain
+  MLP's SwiGLU in its matmul's epilogue, lesson 04's attention): tokens/s as plain
   calls and as CUDA-graph replays (the GPU's work alone), the logits' error against the model
   in float32, and each version's GPU time split by operation (torch.profiler);
 * the same model decoding: one step of one new token per sequence over a KV cache of a given
@@ -32,8 +32,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tilegym_edu import bench
-from tilegym_edu.reference import attention, fused_matmul, llama, llama_kernels, pipelined, \
-    split_k
+from tilegym_edu.reference import fused_matmul, llama, llama_kernels, pipelined, split_k
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
 
 from record import finish, header, options
@@ -126,10 +125,8 @@ def kernel_table(run, repeats: int = 3, rows: int = 8) -> str:
 def lesson_ops(kernels: llama.Ops) -> llama.Ops:
     """``kernels`` with the lessons' own kernels where the reference has others, as the lessons'
     solutions run the model: lesson 03's tuned pipelined matmul (the reference races every
-    matmul path per shape), lesson 04's attention kernel (the reference: flash.py's grouped
-    path) and the MLP's matmul then SwiGLU (the reference fuses them)."""
-    return dataclasses.replace(kernels, matmul=pipelined.tuned_matmul,
-                               attention=attention.flash_attention, matmul_swiglu=None)
+    matmul path per shape) and the MLP's matmul then SwiGLU (the reference fuses them)."""
+    return dataclasses.replace(kernels, matmul=pipelined.tuned_matmul, matmul_swiglu=None)
 
 
 def prefill(batch: int, seq: int) -> dict:

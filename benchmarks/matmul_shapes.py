@@ -4,8 +4,9 @@ capstone's decoding steps (a few rows: GB/s is what counts there), each against 
 process: lesson 03's pipelined kernel tuned, its persistent kernel tuned (on the inputs where
 descriptors can read them, else on copies padded to 16-byte rows), split-K tuned, and
 shape_matmul (the tuner racing them all, its winning path recorded). Each side's best median of
-interleaved runs, L2 flushed. Prints a table; writes JSON with --out and a chart of each
-family's ratios to cuBLAS with --plot.
+interleaved runs, L2 flushed, every side replayed as a CUDA graph (the GPU's work alone).
+Prints a table; writes JSON with --out and a chart of each family's ratios to cuBLAS with
+--plot.
 
     python benchmarks/matmul_shapes.py --out matmul-shapes.json --plot matmul-shapes.png
 """

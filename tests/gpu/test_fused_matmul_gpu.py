@@ -1,7 +1,7 @@
 """The matmul with SwiGLU in its epilogue on a GPU: every level-1 configuration the prune keeps
-and the tuned one, on the capstone's MLP shape, a decoding step's rows and odd widths, float16
-and bfloat16, against float32 PyTorch; and the capstone's prefill on the reference kernels (the
-fused MLP and the Gluon attention forward) against the model in float32."""
+and the tuned one, on the capstone's MLP shape, one row past a tile and odd widths, float16 and
+bfloat16, against float32 PyTorch; and the capstone's prefill on the reference kernels (the
+fused MLP among them) against the model in float32."""
 import pytest
 import torch
 

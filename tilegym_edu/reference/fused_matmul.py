@@ -80,10 +80,11 @@ def swiglu_prune(config: Mapping[str, object], problem: Mapping[str, object],
 
 
 #: the fused kernel's search space: tiles whose two accumulators take at most 128 registers a
-#: thread, as lesson 03's persistent kernel's one does. On the H200 (2026-12-04, the capstone's
-#: 8192 x 2048 x 11264) the default ran at 1.03x cuBLAS then torch.compile's SwiGLU; the same
-#: tile with the loops flattened 0.82x, 4 stages 0.77x; 128 x 64 and 64 x 128 tiles 0.41-0.55x
-#: and 256 x 64 0.65x (flattened), so those are not raced
+#: thread, as lesson 03's persistent kernel's one does, for 2-byte elements. On the H200
+#: (2026-12-04, the capstone's 8192 x 2048 x 11264, against cuBLAS then torch.compile's SwiGLU)
+#: the default ran at 1.03x (run f) and 1.02x (run g); in run g 3 stages with the output in one
+#: piece 1.03x, 4 stages 1.01x, 256 x 64 tiles 0.90x and the default with its loops flattened
+#: 0.78x (0.82x in run f); 128 x 64 and 64 x 128 tiles (0.41-0.55x, run f) are not raced
 SWIGLU_SPACE = SearchSpace(
     default=Config(**dict(zip(_NAMES, (128, 128, 64, 8, 2, False, 8, 3)))),
     small=configs_from_rows(_NAMES, [
@@ -93,20 +94,40 @@ SWIGLU_SPACE = SearchSpace(
 
 
 def fused_problem(x: torch.Tensor, w13: torch.Tensor) -> str | None:
-    """Why matmul_swiglu_kernel cannot take x and w13 (None: it can): tensor descriptors must
-    read x and both halves of w13 and write the (rows, hidden) result, and the GPU must have
-    TMA (compute capability 9.0 or newer; interpreter mode runs them on the CPU)."""
-    if w13.shape[1] % 2:
-        return f"w13 has {w13.shape[1]} columns: [gate | up] needs an even number"
+    """Why matmul_swiglu_kernel cannot take x (rows, dim) and w13 (dim, 2 * hidden) (None: it
+    can): its tiles are sized for 2-byte elements; tensor descriptors must read x and both
+    halves of w13 (rows on 16-byte boundaries, the up half starting on one) and write the
+    (rows, hidden) result; and the GPU must have TMA (compute capability 9.0 or newer;
+    interpreter mode runs them on the CPU). check_swiglu_inputs first."""
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return f"the fused kernel's tiles are sized for float16 and bfloat16, not {x.dtype}"
     hidden = w13.shape[1] // 2
-    reason = tma_problem(x, w13[:, :hidden]) or tma_problem(x, w13[:, hidden:])
+    if (hidden * x.element_size()) % 16:
+        return (f"the up half of w13 starts {hidden * x.element_size()} bytes into each row, "
+                "and the result's rows are as long: tensor descriptors need multiples of 16 "
+                "bytes (hidden a multiple of 8)")
+    reason = tma_problem(x, w13)
     if reason:
         return reason
-    if (hidden * x.element_size()) % 16:
-        return f"the result's rows would be {hidden * x.element_size()} bytes: not a multiple of 16"
     if device.ON_GPU and torch.cuda.get_device_capability(x.device) < (9, 0):
         return "tensor descriptors need compute capability 9.0 or newer"
     return None
+
+
+def check_swiglu_inputs(x: torch.Tensor, w13: torch.Tensor) -> None:
+    """Raise ValueError, saying what to change, unless x (rows, dim) and w13 (dim, 2 * hidden)
+    make a product whose SwiGLU can be taken."""
+    if x.dim() != 2 or w13.dim() != 2:
+        raise ValueError(f"x and w13 must be matrices, got shapes {tuple(x.shape)} and "
+                         f"{tuple(w13.shape)}")
+    if x.shape[1] != w13.shape[0]:
+        raise ValueError(f"x has {x.shape[1]} columns and w13 {w13.shape[0]} rows: x @ w13 "
+                         "needs them equal")
+    if w13.shape[1] % 2:
+        raise ValueError(f"w13 has {w13.shape[1]} columns: [gate | up] needs an even number")
+    if x.dtype != w13.dtype or x.device != w13.device:
+        raise ValueError(f"x is {x.dtype} on {x.device}, w13 {w13.dtype} on {w13.device}: "
+                         "give them one dtype and one device")
 
 
 def launch_matmul_swiglu(x: torch.Tensor, w13: torch.Tensor, out: torch.Tensor,
@@ -134,6 +155,7 @@ def matmul_swiglu(x: torch.Tensor, w13: torch.Tensor,
     the SMs and this kernel's row tiles would leave most of them idle): shape_matmul, then the
     SwiGLU kernel."""
     from tilegym_edu.reference import llama_kernels, split_k
+    check_swiglu_inputs(x, w13)
     if x.shape[0] <= SKINNY_ROWS or fused_problem(x, w13):
         return llama_kernels.swiglu.__wrapped__(split_k.shape_matmul.__wrapped__(x, w13))
     out = torch.empty((x.shape[0], w13.shape[1] // 2), device=x.device, dtype=x.dtype)
@@ -148,4 +170,4 @@ def matmul_swiglu(x: torch.Tensor, w13: torch.Tensor,
 forbidden_in_graded_calls(matmul_swiglu_kernel)
 
 __all__ = ["matmul_swiglu_kernel", "SWIGLU_SPACE", "swiglu_prune", "fused_problem",
-           "launch_matmul_swiglu", "matmul_swiglu"]
+           "check_swiglu_inputs", "launch_matmul_swiglu", "matmul_swiglu"]

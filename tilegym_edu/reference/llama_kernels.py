@@ -7,8 +7,7 @@ its PyTorch definition in :mod:`tilegym_edu.reference.llama`. A fourth, :func:`a
 fuses the residual add into the norm after it (course machinery: no exercise).
 :func:`reference_ops` is the :class:`~tilegym_edu.reference.llama.Ops` that runs the model on
 them, on the reference matmuls of lesson 03 (and one with SwiGLU in its epilogue,
-:mod:`~tilegym_edu.reference.fused_matmul`) and on the general attention forward of
-lesson 04 (:func:`grouped_attention`). Inside a graded
+:mod:`~tilegym_edu.reference.fused_matmul`) and on lesson 04's flash attention. Inside a graded
 call, a wrapper or a raw launch of its kernel raises LibraryShortcut.
 """
 from __future__ import annotations
@@ -145,27 +144,14 @@ def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
     return y
 
 
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      causal: bool = False) -> torch.Tensor:
-    """The model's attention (Ops.attention's shapes) on the general forward, `flash.py`: k and
-    v repeated over a group of query heads with stride 0 go in as the one key/value head they
-    are, so one program takes the group's queries against each key block it loads (the
-    grouped-query path), and every tensor as the view it is, without copies. On the H200 this
-    beat lesson 04's kernel on the prefill's attention (62 against 66 µs a call) where the
-    Gluon kernels, which need contiguous copies, lost the race to it and the copies took a
-    third of the attention's time (docs/results/h200.md, 2026-12-04)."""
-    from tilegym_edu.reference import flash
-    if k.shape[1] > 1 and k.stride(1) == 0 and v.stride(1) == 0:
-        k, v = k[:, :1], v[:, :1]
-    return flash.flash_forward(q, k, v, causal)[0]
-
-
 def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
-    """The model on the course's reference kernels: lesson 03's matmuls, the general attention
-    forward of lesson 04's last section (`grouped_attention`), this lesson's kernels, the MLP's
+    """The model on the course's reference kernels: lesson 03's matmuls, lesson 04's flash
+    attention (on the model's calls of 16 heads of one sequence it ran at 63 µs a call on the
+    H200 where flash.py's grouped-query path took 67 and the Gluon kernels lost the race to
+    flash.py: docs/results/h200.md, 2026-12-04), this lesson's kernels, the MLP's
     up-projection with SwiGLU in its epilogue (`fused_matmul.matmul_swiglu`) and flash decoding
     over a KV cache (`flash_decode`, the keys split across programs); in the interpreter with
-    small blocks (and lesson 04's readable attention kernel), so a forward pass takes seconds.
+    small blocks, so a forward pass takes seconds.
     On a GPU the matmuls are `split_k.shape_matmul`, which races lesson 03's paths and the
     skinny kernel per shape: a decoding step's few rows want K split, as lesson 03's section 7
     shows for a small output."""
@@ -181,11 +167,13 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
             return attention.flash_attention(q, k, v, causal, config=small)
 
         def matmul_swiglu(h, w13):
+            if fused_matmul.fused_problem(h, w13):       # float32: the small blocks, unfused
+                return swiglu(matmul(h, w13))
             return fused_matmul.matmul_swiglu(h, w13, dict(
                 BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=8, EPILOGUE_SPLIT=1, FLATTEN=False,
                 num_warps=4, num_stages=2))
     else:
-        matmul, attn, matmul_swiglu = (split_k.shape_matmul, grouped_attention,
+        matmul, attn, matmul_swiglu = (split_k.shape_matmul, attention.flash_attention,
                                        fused_matmul.matmul_swiglu)
 
     def cached_attention(q, k, v):
@@ -196,7 +184,7 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
 
 
 __all__ = ["rmsnorm_kernel", "rmsnorm", "add_rmsnorm_kernel", "add_rmsnorm", "rope_kernel",
-           "rope_", "swiglu_kernel", "swiglu", "grouped_attention", "reference_ops"]
+           "rope_", "swiglu_kernel", "swiglu", "reference_ops"]
 
 
 # a launch of a raw kernel inside a graded call raises too
