@@ -48,9 +48,8 @@ import triton.language as tl
 from torch.nn.attention import SDPBackend
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from attention_forward_ideas import fastest
+from attention_forward_ideas import fastest, ideas_main
 from attention_shapes import relative, score_pairs, sdpa
-from record import finish, header, options, write
 from tilegym_edu import bench, device
 from tilegym_edu.reference import flash, flash_backward
 from tilegym_edu.reference.attention import LOG2E
@@ -292,22 +291,9 @@ def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
 
 
 def main() -> None:
-    parser = options(__doc__)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS,
-                        metavar="VARIANT", help="the variants to run (default: all)")
-    parser.add_argument("--causal-only", action="store_true",
-                        help="only the causal shapes (where the order of query blocks matters)")
-    args = parser.parse_args()
-    record = {**header(), "cudnn": torch.backends.cudnn.version(),
-              "configs": {"dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS, "one_pass": ONE_PASS_CONFIGS},
-              "shapes": {}}
-    for shape in SHAPES:
-        if args.causal_only and not shape[-1]:
-            continue
-        name, row = compare_shape(shape, args.variants)
-        record["shapes"][name] = row
-        write(record, args.out)          # a run cut short keeps its rows
-    finish(record, args.out)
+    ideas_main(__doc__, SHAPES, VARIANTS, compare_shape,
+               {"configs": {"dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS, "one_pass": ONE_PASS_CONFIGS}},
+               "only the causal shapes (where the order of query blocks matters)")
 
 
 if __name__ == "__main__":

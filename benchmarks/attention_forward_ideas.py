@@ -235,23 +235,31 @@ def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
     return name, row
 
 
-def main() -> None:
-    parser = options(__doc__)
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+def ideas_main(doc: str, shapes, variants, compare_shape, record: dict, causal_help: str
+               ) -> None:
+    """The command line of an ideas benchmark: ``--variants`` (some of ``variants``),
+    ``--causal-only`` (the causal ``shapes`` only) and --out; each shape's row from
+    ``compare_shape(shape, variants)`` is added to ``record["shapes"]`` and written as it comes,
+    so a run cut short keeps its rows."""
+    parser = options(doc)
+    parser.add_argument("--variants", nargs="+", choices=list(variants), default=list(variants),
                         metavar="VARIANT", help="the variants to run (default: all)")
-    parser.add_argument("--causal-only", action="store_true",
-                        help="only the causal shapes (where longest first can matter)")
+    parser.add_argument("--causal-only", action="store_true", help=causal_help)
     args = parser.parse_args()
-    triton.set_allocator(allocate_descriptor_memory)
-    record = {**header(), "cudnn": torch.backends.cudnn.version(), "configs": CONFIGS,
-              "shapes": {}}
-    for shape in SHAPES:
+    record = {**header(), "cudnn": torch.backends.cudnn.version(), **record, "shapes": {}}
+    for shape in shapes:
         if args.causal_only and not shape[-1]:
             continue
         name, row = compare_shape(shape, args.variants)
         record["shapes"][name] = row
-        write(record, args.out)          # a run cut short keeps its rows
+        write(record, args.out)
     finish(record, args.out)
+
+
+def main() -> None:
+    triton.set_allocator(allocate_descriptor_memory)
+    ideas_main(__doc__, SHAPES, VARIANTS, compare_shape, {"configs": CONFIGS},
+               "only the causal shapes (where longest first can matter)")
 
 
 if __name__ == "__main__":
