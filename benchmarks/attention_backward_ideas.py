@@ -50,6 +50,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from attention_forward_ideas import fastest, ideas_main
 from attention_shapes import relative, score_pairs, sdpa
+from record import header
 from tilegym_edu import bench, device
 from tilegym_edu.reference import flash, flash_backward
 from tilegym_edu.reference.attention import LOG2E
@@ -292,7 +293,9 @@ def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
 
 def main() -> None:
     ideas_main(__doc__, SHAPES, VARIANTS, compare_shape,
-               {"configs": {"dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS, "one_pass": ONE_PASS_CONFIGS}},
+               lambda: {**header(), "cudnn": torch.backends.cudnn.version(),
+                        "configs": {"dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS,
+                                    "one_pass": ONE_PASS_CONFIGS}},
                "only the causal shapes (where the order of query blocks matters)")
 
 

@@ -235,18 +235,18 @@ def compare_shape(shape, variants=tuple(VARIANTS)) -> tuple[str, dict]:
     return name, row
 
 
-def ideas_main(doc: str, shapes, variants, compare_shape, record: dict, causal_help: str
+def ideas_main(doc: str, shapes, variants, compare_shape, new_record, causal_help: str
                ) -> None:
     """The command line of an ideas benchmark: ``--variants`` (some of ``variants``),
-    ``--causal-only`` (the causal ``shapes`` only) and --out; each shape's row from
-    ``compare_shape(shape, variants)`` is added to ``record["shapes"]`` and written as it comes,
-    so a run cut short keeps its rows."""
+    ``--causal-only`` (the causal ``shapes`` only) and --out; ``new_record()`` (the script's
+    record.header() and what it adds) gets each shape's row from ``compare_shape(shape,
+    variants)`` under "shapes", written as it comes, so a run cut short keeps its rows."""
     parser = options(doc)
     parser.add_argument("--variants", nargs="+", choices=list(variants), default=list(variants),
                         metavar="VARIANT", help="the variants to run (default: all)")
     parser.add_argument("--causal-only", action="store_true", help=causal_help)
     args = parser.parse_args()
-    record = {**header(), "cudnn": torch.backends.cudnn.version(), **record, "shapes": {}}
+    record = {**new_record(), "shapes": {}}
     for shape in shapes:
         if args.causal_only and not shape[-1]:
             continue
@@ -258,7 +258,8 @@ def ideas_main(doc: str, shapes, variants, compare_shape, record: dict, causal_h
 
 def main() -> None:
     triton.set_allocator(allocate_descriptor_memory)
-    ideas_main(__doc__, SHAPES, VARIANTS, compare_shape, {"configs": CONFIGS},
+    ideas_main(__doc__, SHAPES, VARIANTS, compare_shape,
+               lambda: {**header(), "cudnn": torch.backends.cudnn.version(), "configs": CONFIGS},
                "only the causal shapes (where longest first can matter)")
 
 
