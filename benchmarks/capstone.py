@@ -8,7 +8,8 @@
 * the Llama-style model (GPU_CONFIG) running a prefill on PyTorch eager, torch.compile, the
   lessons' kernels (the solutions' ops: lesson 03's pipelined matmul, lesson 04's attention)
   and the course's reference kernels (matmuls by shape_matmul, every path raced per shape, the
-  MLP's SwiGLU in its matmul's epilogue, lesson 04's attention): tokens/s as plain
+  MLP's SwiGLU in its matmul's epilogue, flash.py's forward tuned over FLASH_ORDER_SPACE, its
+  programs longest first where that wins): tokens/s as plain
   calls and as CUDA-graph replays (the GPU's work alone), the logits' error against the model
   in float32, and each version's GPU time split by operation (torch.profiler);
 * the same model decoding: one step of one new token per sequence over a KV cache of a given

@@ -10,7 +10,7 @@ import torch
 from tilegym_edu import grading
 from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import flash, flash_backward
-from tilegym_edu.tune import Config
+from tilegym_edu.tune import Config, Resources
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}
@@ -62,6 +62,38 @@ def test_forward_matches_float64_on_every_shape(causal, config, kv_path):
                     make_inputs, cases(), seeds=range(2))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
+
+
+def test_longest_first_computes_every_block_on_every_shape():
+    """The programs in longest-first order (every head's last query block first) cover every
+    (query block, head) once: right on every shape, causal and not, lse too."""
+    config = Config(**SMALL, LONGEST_FIRST=True)
+    for causal in (True, False):
+        results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal, config=config)[0],
+                        lambda q, k, v: flash.attention_reference(q, k, v, causal),
+                        make_inputs, cases((torch.float32,)), seeds=range(1))
+        failed = [r.describe() for r in results if not r.passed]
+        assert not failed, failed[:3]
+    generator = torch.Generator().manual_seed(1)
+    q, k, v = make_inputs({"shape": (2, 4, 2, 37, 37, 16), "dtype": torch.float32}, generator)
+    _, in_order = flash.flash_forward(q, k, v, True, config=SMALL)
+    _, longest = flash.flash_forward(q, k, v, True, config=config)
+    torch.testing.assert_close(longest, in_order, rtol=0, atol=0)
+
+
+def test_the_order_space_races_longest_first_only_where_blocks_differ_in_work():
+    """Learners' kernels take FLASH_SPACE, which sets no LONGEST_FIRST; FLASH_ORDER_SPACE adds
+    longest-first rows, pruned for attention that is not causal."""
+    assert not any("LONGEST_FIRST" in c for c in flash.FLASH_SPACE.configs(2))
+    ordered = [c for c in flash.FLASH_ORDER_SPACE.configs(1) if c.get("LONGEST_FIRST")]
+    assert len(ordered) == 3
+    resources = Resources(shared_bytes=228 * 1024)
+    q = torch.randn(1, 16, 2048, 128).half()
+    for causal in (True, False):
+        kept, pruned = flash.FLASH_ORDER_SPACE.candidates(1, flash.flash_problem(q, q, causal),
+                                                          resources)
+        assert sum(bool(c.get("LONGEST_FIRST")) for c in kept) == (3 if causal else 0)
+        assert causal or any("causal" in why for _, why in pruned)
 
 
 def test_forward_saves_the_log_sum_exp_in_log2_units():

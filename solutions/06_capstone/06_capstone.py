@@ -71,7 +71,7 @@ from tilegym_edu.reference.flash import (DESCRIPTORS_FROM_BLOCK_D, FLASH_SPACE, 
                                          check_flash_inputs, flash_problem, kv_descriptors)
 from tilegym_edu.reference.pipelined import ELEMENT_BYTES                  # lesson 03's helper
 from tilegym_edu.tiles import grouped_tile     # lesson 02's grouped ordering, for your kernels
-from tilegym_edu.tune import autotune
+from tilegym_edu.tune import SearchSpace, autotune
 
 print(device.banner())
 DEVICE = device.DEVICE
@@ -641,15 +641,24 @@ grading.assert_correct(run_on_your_kernels, model_reference, make_model_inputs,
 # MLP's up-projection with SwiGLU in its **epilogue** (each program keeps the gate's and the up
 # projection's sums for the same columns and stores only silu(gate) * up, so the 185 MB of h at
 # batch 4 never reach memory), the residual add fused into the norm after it, and attention on
-# flash.py's grouped-query path. The epilogue made the MLP's first half 1.01-1.03x cuBLAS
-# followed by `torch.compile`'s SwiGLU (0.572 against 0.590 ms in one run, 0.628 against 0.635 in
-# another, under a lower clock), yet the whole prefill stayed at 0.95-0.98x
-# `torch.compile` (batch 1: 3.61 against 3.47 ms; batch 4: 14.15 against 13.50). The profile of
-# one prefill at batch 4 says why: the matmuls with SwiGLU took 9.75 ms against 9.76, the rest of
-# the elementwise work 0.83 against 1.11, and attention 2.08 against cuDNN's 1.66 (16 heads of one
-# sequence a call: 67 µs against 52; lesson 04's own kernel took 63 in the same run, and the
-# reference uses it since). Fusion wins where memory traffic is the cost; once the matmuls
-# dominate, the race is decided by the matmuls and attention themselves.
+# lesson 04's `flash_forward` with its programs **longest first**. The epilogue made the MLP's first
+# half 1.01-1.03x cuBLAS followed by `torch.compile`'s SwiGLU (0.572 against 0.590 ms in one run,
+# 0.628 against 0.635 in another, under a lower clock), yet with lesson 04's attention kernel the
+# whole prefill stayed at 0.95-0.98x `torch.compile` (batch 4: 14.15 against 13.50 ms): attention
+# took 2.08 ms a prefill against cuDNN's 1.66, 63 µs a call against 52. Each call is 16 heads of
+# one causal sequence of 2048, 256 to 512 programs for 132 SMs: a few waves, and in grid order a
+# head's query blocks run one after another, so the last heads' long blocks (a causal block sees
+# more keys the later it sits) start last and run alone at the end. Launched the other way round,
+# every head's last block first, the same kernel took 46.5 µs a call against cuDNN's 56.5 (63.7 in
+# grid order), and the prefill replayed from CUDA graphs went ahead of `torch.compile`: 3.34-3.40
+# against 3.44-3.51 ms at batch 1, 12.90-13.13 against 13.48-13.58 at batch 4 (1.03-1.05x, two
+# runs). On bigger problems the same order was slower (B4 H32 S4096 D128: 1.40 against 1.31 ms,
+# a head's keys leave L2 between its blocks), so the tuner races both orders
+# (`flash.FLASH_ORDER_SPACE`). As plain calls batch 4 stayed ahead (13.21-13.39 against
+# 13.52-13.67 ms), but batch 1 did not: there the GPU waits for Python, which spends 160 µs
+# launching each attention call against SDPA's 50. Fusion wins where memory traffic is the cost;
+# once the matmuls dominate, the race is decided by the matmuls and attention themselves, and by
+# the order their programs run in.
 #
 # When four gradings ran this notebook, its timing cell measured eager at 7.8 to 13.9 ms and the
 # reference kernels at 4.0 to 9.2 ms: the GPU's work did not change (its profiles agree to 0.03 ms),

@@ -11,6 +11,7 @@ from tests.test_flash import (SHAPES, gradients, make_backward_inputs, make_inpu
                               shape_id)
 from tilegym_edu.check import check
 from tilegym_edu.reference import flash, flash_backward
+from tilegym_edu.tune import Resources
 
 DTYPES = (torch.float16, torch.bfloat16)
 #: longer problems: a prefill of 1000 with grouped heads at head sizes 128 and 256, a decode
@@ -29,6 +30,38 @@ def test_forward_on_the_gpu(shape, causal):
                     [{"shape": shape, "dtype": d} for d in DTYPES], seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
+
+
+@pytest.mark.parametrize("config", [c for c in flash.FLASH_ORDER_SPACE.configs(1)
+                                    if c.get("LONGEST_FIRST")], ids=str)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=shape_id)
+def test_longest_first_on_the_gpu(shape, config):
+    """Every longest-first row of FLASH_ORDER_SPACE, causal, where it fits the GPU."""
+    b, h, hkv, sq, sk, d = shape
+    problem = flash.flash_problem(torch.empty(b, h, sq, d, device="cuda", dtype=torch.float16),
+                                  torch.empty(b, hkv, sk, d, device="cuda"), True)
+    why = flash.flash_order_prune(config, problem, Resources.of_gpu())
+    if why:
+        pytest.skip(f"{config} does not run here: {why}")
+    results = check(lambda q, k, v: flash.flash_forward(q, k, v, True, config=config)[0],
+                    lambda q, k, v: flash.attention_reference(q, k, v, True), make_inputs,
+                    [{"shape": shape, "dtype": d} for d in DTYPES], seeds=(0,))
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, failed[:3]
+
+
+def test_the_capstones_views_tuned_over_the_order_space(fresh_tuning_cache):
+    """The model's calls (16 query heads as 4 groups of 4 over stride-0 views of 4 key/value
+    heads, views into one qkv tensor), tuned over FLASH_ORDER_SPACE as reference_ops runs
+    them: whatever wins is right."""
+    torch.manual_seed(5)
+    qkv = torch.randn(1, 2048, 24, 128, device="cuda", dtype=torch.float16)
+    q = qkv[0, :, :16].view(2048, 4, 4, 128).permute(1, 2, 0, 3)
+    k, v = (qkv[0, :, i:i + 4].permute(1, 0, 2)[:, None].expand(4, 4, 2048, 128)
+            for i in (16, 20))
+    o, _ = flash.flash_forward(q, k, v, True, space=flash.FLASH_ORDER_SPACE)
+    expected = flash.attention_reference(q.float(), k.float(), v.float(), True)
+    assert (o.float() - expected).norm() / expected.norm() < 5e-3
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

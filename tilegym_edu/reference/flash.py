@@ -44,6 +44,28 @@ FLASH_SPACE = SearchSpace(
     prune=flash_prune, cap=ATTENTION_SPACE.cap)
 
 
+def flash_order_prune(config, problem, resources) -> str | None:
+    """flash_prune, and a longest-first order only where blocks differ in work (causal)."""
+    if config.get("LONGEST_FIRST") and not problem["causal"]:
+        return "longest first orders causal blocks, which differ in work; these do not"
+    return flash_prune(config, problem, resources)
+
+
+#: FLASH_SPACE, and its three fastest rows again with the programs longest first
+#: (flash_forward_kernel), for the tuner to race where the reference runs flash.py's kernel. On the
+#: H200 (2026-12-04, docs/results/h200.md) longest first took the capstone's calls (16 heads
+#: of one causal 2048-token sequence, 256 to 512 programs) from 63.7 to 46.5 µs, 0.89x to
+#: 1.22x cuDNN, and made B4 H32 S4096 D128 causal slower (1399 against 1308 µs: a head's
+#: blocks no longer run together, so its keys leave L2 between them). Learners' kernels take
+#: FLASH_SPACE, which sets no LONGEST_FIRST.
+FLASH_ORDER_SPACE = SearchSpace(
+    default=FLASH_SPACE.default,
+    small=[*FLASH_SPACE.small, *(Config(**c, LONGEST_FIRST=True) for c in (
+        Config(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3), FLASH_SPACE.default,
+        Config(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)))],
+    grid=FLASH_SPACE.grid, prune=flash_order_prune, cap=FLASH_SPACE.cap)
+
+
 @triton.jit
 def flash_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, stride_kn, stride_vn, q_pos, offs_n,
                  offs_d, lo, hi, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -96,19 +118,27 @@ def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
                          H, GROUP, seq_q, seq_k, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                         KV_DESCRIPTORS: tl.constexpr):
-    """o and lse for BLOCK_M rows of one (batch, key/value head): program
-    (i, b * (H // GROUP) + kv_head). The rows are the (query, head) pairs of the GROUP query
-    heads that share the key/value head, query-major: row r is query r // GROUP of head
+                         KV_DESCRIPTORS: tl.constexpr, LONGEST_FIRST: tl.constexpr = False):
+    """o and lse for BLOCK_M rows of one (batch, key/value head): query block i of
+    b * (H // GROUP) + kv_head, a 1-D grid. The rows are the (query, head) pairs of the GROUP
+    query heads that share the key/value head, query-major: row r is query r // GROUP of head
     kv_head * GROUP + r % GROUP, so each key/value block loaded serves the whole group (a
     decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
     two. Query i sits at position i + seq_k - seq_q among the keys; causal attention stops at
     the block's last diagonal and masks only the key blocks that cross the diagonal. lse
     (batch, H, seq_q) is m + log2(l), in log2 units. k_src and v_src are k and v, or
     (KV_DESCRIPTORS) tensor descriptors over their (batch * kv_heads * seq_k, head_dim) rows
-    (kv_descriptors makes them)."""
-    start_m = tl.program_id(0)
-    bkv = tl.program_id(1)
+    (kv_descriptors makes them). LONGEST_FIRST (a configuration may set it) launches the
+    programs longest first: causal blocks see more keys the later they sit, and on a grid of a
+    few waves grid order leaves the last heads' long blocks running alone at the end."""
+    n_m = tl.cdiv(seq_q * GROUP, BLOCK_M)
+    if LONGEST_FIRST:  # every head's last query block, then every head's second last, ...
+        n_bkv = tl.num_programs(0) // n_m
+        start_m = n_m - 1 - tl.program_id(0) // n_bkv
+        bkv = tl.program_id(0) % n_bkv
+    else:  # a head's query blocks one after another: its keys stay in L2 while they run
+        start_m = tl.program_id(0) % n_m
+        bkv = tl.program_id(0) // n_m
     kv_heads = H // GROUP
     b = bkv // kv_heads
     kv_head = bkv % kv_heads
@@ -242,11 +272,11 @@ def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, o
 
 def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
     """Run flash_forward_kernel once with ``config`` (BLOCK_M, BLOCK_N, num_warps,
-    num_stages), writing o (q's shape) and lse (batch, heads, seq_q) float32; k and v go in
-    by tensor descriptors where kv_descriptors can make them and the head's block holds at
-    least DESCRIPTORS_FROM_BLOCK_D columns."""
+    num_stages, and LONGEST_FIRST where it sets it), writing o (q's shape) and lse (batch,
+    heads, seq_q) float32; k and v go in by tensor descriptors where kv_descriptors can make
+    them and the head's block holds at least DESCRIPTORS_FROM_BLOCK_D columns."""
     batch, heads, seq_q, head_dim = q.shape
-    grid = (triton.cdiv(seq_q * (heads // k.shape[1]), config["BLOCK_M"]), batch * k.shape[1])
+    grid = (triton.cdiv(seq_q * (heads // k.shape[1]), config["BLOCK_M"]) * batch * k.shape[1],)
     descriptors = (kv_descriptors(k, v, config["BLOCK_N"], block_d(head_dim))
                    if block_d(head_dim) >= DESCRIPTORS_FROM_BLOCK_D else None)
     k_src, v_src = descriptors or (k, v)
@@ -260,15 +290,17 @@ def launch_flash_forward(q, k, v, o, lse, causal: bool, config) -> None:
 
 @forbidden_in_graded_calls
 def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                  config=None, level: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+                  config=None, level: int = 1,
+                  space: SearchSpace = FLASH_SPACE) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse): o = softmax(q k^T / sqrt(head_dim)) v in q's shape and dtype, lse (batch,
-    heads, seq_q) float32 in log2 units, with the configuration the tuner picks (or
-    ``config``). Shapes as the module says."""
+    heads, seq_q) float32 in log2 units, with the configuration the tuner picks from ``space``
+    (FLASH_ORDER_SPACE also races longest-first orders) or ``config``. Shapes as the module
+    says."""
     check_flash_inputs(q, k, v, causal)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     if config is None:
-        config = autotune(flash_forward_kernel, flash_problem(q, k, causal), FLASH_SPACE,
+        config = autotune(flash_forward_kernel, flash_problem(q, k, causal), space,
                           lambda c: launch_flash_forward(q, k, v, o, lse, causal, c),
                           level=level).config
     launch_flash_forward(q, k, v, o, lse, causal, config)

@@ -41,7 +41,7 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference.flash import (FLASH_SPACE, check_flash_inputs, flash_forward,
+from tilegym_edu.reference.flash import (FLASH_ORDER_SPACE, check_flash_inputs, flash_forward,
                                          flash_forward_kernel, flash_problem, launch_flash_forward)
 from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
@@ -614,11 +614,11 @@ FORWARD_KERNELS = KernelGroup("attention_forward",
 
 def tuned_forward_launch(q, k, v, o, lse, causal: bool) -> tuple[str, Callable[[], None]]:
     """(path, launch) for inputs hopper_fits takes: the faster of the tuned Gluon kernels
-    ("gluon") and the tuned flash.py ("flash.py"), raced once per problem and then cached, and
-    a launch of it that writes o and lse."""
+    ("gluon") and flash.py tuned over FLASH_ORDER_SPACE ("flash.py"), raced once per problem
+    and then cached, and a launch of it that writes o and lse."""
     problem = flash_problem(q, k, causal)
     gluon_config = tuned_hopper_config(q, k, v, o, lse, causal)
-    triton_config = autotune(flash_forward_kernel, problem, FLASH_SPACE,
+    triton_config = autotune(flash_forward_kernel, problem, FLASH_ORDER_SPACE,
                              lambda c: launch_flash_forward(q, k, v, o, lse, causal, c)).config
     launches = {"gluon": lambda: launch_hopper_flash(q, k, v, o, lse, causal, gluon_config),
                 "flash.py": lambda: launch_flash_forward(q, k, v, o, lse, causal, triton_config)}
@@ -632,11 +632,12 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The course's fastest forward for these inputs: where hopper_fits takes them, the faster
     of the Gluon kernels and flash.py (tuned_forward_launch); flash.flash_forward (any head
-    size up to 256, any strides, any GPU or the interpreter) everywhere else. Returns (o, lse)
-    as flash.flash_forward does."""
+    size up to 256, any strides, any GPU or the interpreter) everywhere else. flash.py is
+    tuned over FLASH_ORDER_SPACE (its programs also longest first). Returns (o, lse) as
+    flash.flash_forward does."""
     check_flash_inputs(q, k, v, causal)
     if not hopper_fits(q, k, v):
-        return flash_forward(q, k, v, causal)
+        return flash_forward(q, k, v, causal, space=FLASH_ORDER_SPACE)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     tuned_forward_launch(q, k, v, o, lse, causal)[1]()

@@ -145,17 +145,18 @@ def swiglu(h: torch.Tensor, BLOCK: int = 1024) -> torch.Tensor:
 
 
 def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
-    """The model on the course's reference kernels: lesson 03's matmuls, lesson 04's flash
-    attention (on the model's calls of 16 heads of one sequence it ran at 63 µs a call on the
-    H200 where flash.py's grouped-query path took 67 and the Gluon kernels lost the race to
-    flash.py: docs/results/h200.md, 2026-12-04), this lesson's kernels, the MLP's
+    """The model on the course's reference kernels: lesson 03's matmuls, lesson 04's
+    `flash.flash_forward` tuned over FLASH_ORDER_SPACE (on the model's calls of 16 heads of one
+    causal sequence its programs longest first: 46.5 µs a call on the H200 against cuDNN's 56.5
+    and 63.7 in grid order, docs/results/h200.md, 2026-12-04), this lesson's kernels, the MLP's
     up-projection with SwiGLU in its epilogue (`fused_matmul.matmul_swiglu`) and flash decoding
     over a KV cache (`flash_decode`, the keys split across programs); in the interpreter with
     small blocks, so a forward pass takes seconds.
     On a GPU the matmuls are `split_k.shape_matmul`, which races lesson 03's paths and the
     skinny kernel per shape: a decoding step's few rows want K split, as lesson 03's section 7
     shows for a small output."""
-    from tilegym_edu.reference import attention, flash_decode, fused_matmul, pipelined, split_k
+    from tilegym_edu.reference import (attention, flash, flash_decode, fused_matmul, pipelined,
+                                       split_k)
     from tilegym_edu.tune import Config
     small = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2) if small_blocks else None
     split_small = Config(**small, SPLITS=2) if small_blocks else None
@@ -173,8 +174,10 @@ def reference_ops(small_blocks: bool = not device.ON_GPU) -> Ops:
                 BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=8, EPILOGUE_SPLIT=1, FLATTEN=False,
                 num_warps=4, num_stages=2))
     else:
-        matmul, attn, matmul_swiglu = (split_k.shape_matmul, attention.flash_attention,
-                                       fused_matmul.matmul_swiglu)
+        matmul, matmul_swiglu = split_k.shape_matmul, fused_matmul.matmul_swiglu
+
+        def attn(q, k, v, causal=False):
+            return flash.flash_forward(q, k, v, causal, space=flash.FLASH_ORDER_SPACE)[0]
 
     def cached_attention(q, k, v):
         return flash_decode.flash_decode(q, k, v, causal=True, config=split_small)[0]
