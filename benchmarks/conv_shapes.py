@@ -1,11 +1,11 @@
 """Convolution on the layer families users bring (issue 19's suite), fp16 channels_last, on a
 GPU, each against cuDNN (channels_last) in one process: ResNet-50's 3x3 layers at batch 32 and
 64, 1x1 layers, strided layers, odd kernel sizes (the layers with one group: lesson 05's
-implicit GEMM, the persistent 1x1 kernel and split-K, each path's best in shape_conv2d's race,
-and shape_conv2d itself, its winning path recorded); then stems, grouped and depthwise layers, as
-benchmarks/conv_groups.py measures them. Every side a CUDA graph, each side's best median of
-interleaved runs, L2 flushed. Prints tables; writes JSON with --out and a chart of every row's
-best ratio to cuDNN with --plot.
+implicit GEMM, the persistent 1x1 kernel, split-K and the two Gluon kernels, each path's best
+in shape_conv2d's race, and shape_conv2d itself, its winning path recorded); then stems,
+grouped and depthwise layers, as benchmarks/conv_groups.py measures them. Every side a CUDA
+graph, each side's best median of interleaved runs, L2 flushed. Prints tables; writes JSON with
+--out and a chart of every row's best ratio to cuDNN with --plot.
 
     python benchmarks/conv_shapes.py --out conv-shapes.json --plot conv-shapes.png
     python benchmarks/conv_shapes.py --families 1x1 strided
@@ -62,7 +62,7 @@ def measure(layer, target: float) -> dict:
     result = conv_persistent.tune_shape_conv(x, w, y, stride, padding, 1, progress=True)
     print(result.table())
     names = {"lesson05": "lesson 05 tuned", "persistent": "persistent tuned",
-             "split_k": "split-K tuned", "hopper": "Gluon tuned"}
+             "split_k": "split-K tuned", "hopper": "Gluon tuned", "halo": "Gluon halo tuned"}
     fns = {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding)}
     for path, config in path_bests(result).items():
         fns[names[path]] = lambda config=config: conv_persistent.run_conv_path(

@@ -60,7 +60,7 @@ def test_layers_that_are_not_a_matrix_product_or_lack_aligned_rows_are_refused()
 
 def test_shape_conv2d_races_each_path_only_where_it_runs():
     paths = {c["PATH"] for c in conv_persistent.SHAPE_CONV_SPACE.configs(1)}
-    assert paths == {"lesson05", "persistent", "split_k", "hopper"}
+    assert paths == {"lesson05", "persistent", "split_k", "hopper", "halo"}
     assert conv_persistent.SHAPE_CONV_SPACE.default["PATH"] == "lesson05"
     gpu = Resources(shared_bytes=227 * 1024)
     x, w = inputs(1, 64, 9, 9, 64, 64, 3, 3, torch.float16)
@@ -69,6 +69,7 @@ def test_shape_conv2d_races_each_path_only_where_it_runs():
     assert {c["PATH"] for c in kept} == {"lesson05", "split_k"}
     assert any("not a matrix product" in why for _, why in pruned)
     assert any("Gluon kernel cannot run" in why for _, why in pruned)   # no Hopper GPU here
+    assert any("Gluon halo kernel cannot run" in why for _, why in pruned)
     x, w = inputs(1, 64, 9, 9, 256, 64, 1, 1, torch.float16)
     pointwise = conv_persistent.shape_conv_problem(x, w, 1, 0, 1)
     kept, _ = conv_persistent.SHAPE_CONV_SPACE.candidates(1, pointwise, gpu)

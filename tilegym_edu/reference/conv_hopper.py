@@ -88,6 +88,25 @@ def _issue_step(x_desc, w_desc, a_smem, b_smem, bars, j, first, n0, p0, q0, k0, 
 
 
 @gluon.jit
+def store_box(acc, y_desc, split, o0, o1, o2, k0, B0: gl.constexpr, B1: gl.constexpr,
+              B2: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The Gluon convolutions' epilogue: the (B0·B1·B2, BLOCK_N) float32 tile ``acc`` through
+    shared memory into one TMA store of the (1, B0, B1, B2, BLOCK_N) box of y_desc at (split,
+    o0, o1, o2, k0), in y_desc's dtype; rows of pixels past the output's edges fall outside y
+    and the hardware drops them."""
+    BLOCK_M: gl.constexpr = B0 * B1 * B2
+    out_dtype: gl.constexpr = y_desc.dtype
+    out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], out_dtype)
+    out_smem = gl.allocate_shared_memory(out_dtype, [BLOCK_M, BLOCK_N], out_layout)
+    out_smem.store(acc.to(out_dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(
+        y_desc, [split, o0, o1, o2, k0],
+        out_smem._reinterpret(out_dtype, [1, B0, B1, B2, BLOCK_N], y_desc.layout))
+    tma.store_wait(0)
+
+
+@gluon.jit
 def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_H, DIL_W,
                        STRIDE_H, STRIDE_W, R, S: gl.constexpr, BOX_N: gl.constexpr,
                        BOX_H: gl.constexpr, BOX_W: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -152,17 +171,7 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(i))
 
-    # the epilogue: the tile through shared memory into one TMA store of a y box; rows of
-    # pixels past P, Q or N fall outside y and the hardware drops them
-    out_dtype: gl.constexpr = y_desc.dtype
-    out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], out_dtype)
-    out_smem = gl.allocate_shared_memory(out_dtype, [BLOCK_M, BLOCK_N], out_layout)
-    out_smem.store(acc.to(out_dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(
-        y_desc, [split, n0, p0, q0, k0],
-        out_smem._reinterpret(out_dtype, [1, BOX_N, BOX_H, BOX_W, BLOCK_N], y_desc.layout))
-    tma.store_wait(0)
+    store_box(acc, y_desc, split, n0, p0, q0, k0, BOX_N, BOX_H, BOX_W, BLOCK_N)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -223,6 +232,27 @@ def _descriptor(t: torch.Tensor, block: tuple[int, ...]):
                             _layout(block, t.dtype))
 
 
+def split_output(y: torch.Tensor, splits: int) -> torch.Tensor:
+    """Where a Gluon convolution's programs store, as (splits, N, P, Q, K): y itself (a view of
+    the channels_last (N, K, P, Q) output) for one split, else float32 partial sums, one (N, P,
+    Q, K) per range of the reduction, for :func:`reduce_splits`."""
+    if splits == 1:
+        return y.permute(0, 2, 3, 1).unsqueeze(0)
+    N, K, P, Q = y.shape
+    return torch.empty((splits, N, P, Q, K), device=y.device, dtype=torch.float32)
+
+
+def reduce_splits(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """y = the sum of split_output's partial sums (split 0 first) by split_k's reduction
+    kernel; nothing to do when ``out`` is y's own view. Returns y."""
+    splits, N, P, Q, K = out.shape
+    if splits > 1:
+        M = N * P * Q
+        split_k_reduce_kernel[(_cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
+                                                             BLOCK=REDUCE_BLOCK)
+    return y
+
+
 def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                          padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """Run hopper_conv_kernel with ``config`` (HOPPER_CONV_NAMES) into the preallocated
@@ -238,8 +268,7 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
         raise ValueError(f"BLOCK_K = {bk} does not divide C = {C}: strided along W, a block of "
                          "channels would read the next pixel's; take a BLOCK_K that divides C")
     box_n, box_h, box_w = box_shape(bm, N, P, Q)
-    out = y.permute(0, 2, 3, 1).unsqueeze(0) if splits == 1 else torch.empty(
-        (splits, N, P, Q, K), device=y.device, dtype=torch.float32)
+    out = split_output(y, splits)
     x_view = x.permute(0, 2, 3, 1).view(N, H // sh, sh, W // sw, sw * C)
     x_desc = _descriptor(x_view, (box_n, box_h, 1, box_w, bk))
     w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk))
@@ -249,11 +278,7 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
         x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, sh, sw, R, S=S, BOX_N=box_n,
         BOX_H=box_h, BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
         num_warps=config["num_warps"])
-    if splits > 1:
-        M = N * P * Q
-        split_k_reduce_kernel[(_cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
-                                                             BLOCK=REDUCE_BLOCK)
-    return y
+    return reduce_splits(out, y)
 
 
 #: a configuration's names
@@ -279,6 +304,14 @@ def shared_bytes(config, element_bytes: int) -> int:
     return max(ring * element_bytes, config["BLOCK_M"] * config["BLOCK_N"] * out_bytes)
 
 
+def twice_the_output_channels(config, problem) -> str:
+    """Why a tile wider than 64 output channels is too wide for the layer: its BLOCK_N is twice
+    K or more, so half of it computes nothing ("" when it is not)."""
+    if config["BLOCK_N"] >= 2 * problem["K"] and config["BLOCK_N"] > 64:
+        return f"BLOCK_N = {config['BLOCK_N']} is twice K = {problem['K']} or more"
+    return ""
+
+
 def hopper_conv_prune(config, problem, resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races): its tiles overflow
     shared memory, its BLOCK_N is twice the output channels or more (half the tile computes
@@ -287,8 +320,9 @@ def hopper_conv_prune(config, problem, resources) -> str | None:
     if needed > resources.shared_bytes:
         return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
                 f"{resources.shared_bytes // 1024} KiB per block")
-    if config["BLOCK_N"] >= 2 * problem["K"] and config["BLOCK_N"] > 64:
-        return f"BLOCK_N = {config['BLOCK_N']} is twice K = {problem['K']} or more"
+    wide = twice_the_output_channels(config, problem)
+    if wide:
+        return wide
     if problem.get("stride", (1, 1))[1] > 1 and problem["C"] % config["BLOCK_K"]:
         return (f"a block of {config['BLOCK_K']} channels would run past C = {problem['C']} "
                 "into the next pixel's (a strided layer's view keeps stride_w pixels in a row)")

@@ -1,7 +1,7 @@
 """1x1 convolutions at cuDNN's speed: a persistent kernel whose input, filters and output all
 move through tensor descriptors (TMA), and one tuned entry point, :func:`shape_conv2d`, that
 races it, lesson 05's implicit GEMM, its split-K form (`conv_split_k`) and, on Hopper GPUs,
-the Gluon implicit GEMM (`conv_hopper`) per layer.
+the Gluon implicit GEMM (`conv_hopper`) and its halo form (`conv_halo`) per layer.
 
 Why: a 1x1 convolution of stride 1 without padding is a plain matrix product. Its input *is*
 the (N·H·W, C) matrix (channels_last), its filters the (K, C) one, and y = x @ w^T. Its
@@ -15,14 +15,14 @@ ran ResNet-50's 1x1 layers at 56x56 at 0.97-0.98 of cuDNN, where lesson 05's ker
 
 Only 1x1 layers: a first version also gathered the input tiles of 3x3, strided and odd layers
 with pointers inside the persistent loop. It lost to lesson 05's kernel on every one of them
-(0.33-0.71 of cuDNN against 0.59-1.25). Those layers go to the Gluon kernel where it runs
-(ResNet-50's 3x3 layers at 0.89-1.14x cuDNN on the H200, docs/results/h200.md), else to lesson
-05's kernel.
+(0.33-0.71 of cuDNN against 0.59-1.25). Those layers go to the Gluon kernels where they run
+(ResNet-50's 3x3 layers at 0.89-1.14x cuDNN on the H200, docs/results/h200.md; the halo kernel
+where the input's traffic from L2 sets the pace), else to lesson 05's kernel.
 
 Shapes and names as in `convolution`: x (N, C, H, W) and w (K, C, R, S) channels_last, y
-(N, K, P, Q) channels_last; float16, bfloat16 or float32; no groups. :func:`descriptor_problem`
-and `conv_hopper.hopper_conv_problem` say why a layer cannot take the persistent or the Gluon
-path, and :func:`shape_conv2d` races the others.
+(N, K, P, Q) channels_last; float16, bfloat16 or float32; no groups. :func:`descriptor_problem`,
+`conv_hopper.hopper_conv_problem` and `conv_halo.halo_conv_problem` say why a layer cannot
+take the persistent or a Gluon path, and :func:`shape_conv2d` races the others.
 """
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import (CONV_SPACE, Pair, check_conv_inputs, conv2d_kernel,
                                                conv_problem, filters_as_matrix, geometry,
                                                launch_conv2d, new_output)
+from tilegym_edu.reference.conv_halo import (HALO_CONV_SPACE, halo_conv_kernel,
+                                             halo_conv_problem, launch_halo_conv2d)
 from tilegym_edu.reference.conv_hopper import (HOPPER_CONV_SPACE, hopper_conv_kernel,
                                                hopper_conv_problem, launch_hopper_conv2d)
 from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split_k_conv2d,
@@ -149,20 +151,24 @@ def persistent_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
 #: the ways to run a convolution here, each with its search space; a configuration of
 #: SHAPE_CONV_SPACE names its way in PATH
 CONV_PATHS = {"lesson05": CONV_SPACE, "persistent": PERSISTENT_CONV_SPACE,
-              "split_k": SPLIT_K_CONV_SPACE, "hopper": HOPPER_CONV_SPACE}
+              "split_k": SPLIT_K_CONV_SPACE, "hopper": HOPPER_CONV_SPACE,
+              "halo": HALO_CONV_SPACE}
 #: how each path runs: launch(x, w, y, stride, padding, dilation, options) -> y
 LAUNCHES = {"lesson05": launch_conv2d, "persistent": launch_persistent_conv2d,
-            "split_k": launch_split_k_conv2d, "hopper": launch_hopper_conv2d}
+            "split_k": launch_split_k_conv2d, "hopper": launch_hopper_conv2d,
+            "halo": launch_halo_conv2d}
 
 
 def shape_conv_prune(config, problem, resources) -> str | None:
     """A path's own prune, no persistent configuration where descriptors cannot serve the
     layer (problem["descriptors"] says why), and no Gluon one where it cannot run
-    (problem["hopper"] says why)."""
+    (problem["hopper"] and problem["halo"] say why)."""
     if config["PATH"] == "persistent" and problem["descriptors"]:
         return f"the persistent kernel needs tensor descriptors: {problem['descriptors']}"
     if config["PATH"] == "hopper" and problem["hopper"]:
         return f"the Gluon kernel cannot run this layer: {problem['hopper']}"
+    if config["PATH"] == "halo" and problem["halo"]:
+        return f"the Gluon halo kernel cannot run this layer: {problem['halo']}"
     return path_prune(CONV_PATHS, config, problem, resources)
 
 
@@ -176,7 +182,7 @@ SHAPE_CONV_SPACE = SearchSpace(
 #: what the tuner keys SHAPE_CONV_SPACE's results on: the source of every kernel it races
 SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv2d_kernel,
                                                   split_k_conv2d_kernel, split_k_reduce_kernel,
-                                                  hopper_conv_kernel))
+                                                  hopper_conv_kernel, halo_conv_kernel))
 
 
 def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
@@ -188,11 +194,12 @@ def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pai
 
 def shape_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair, padding: Pair,
                        dilation: Pair) -> dict[str, object]:
-    """lesson 05's problem, why descriptors cannot serve the layer and why the Gluon kernel
+    """lesson 05's problem, why descriptors cannot serve the layer and why each Gluon kernel
     cannot run it ("" when they can)."""
     return {**conv_problem(x, w, stride, padding, dilation),
             "descriptors": descriptor_problem(x, w, stride, padding, dilation),
-            "hopper": hopper_conv_problem(x, w, stride)}
+            "hopper": hopper_conv_problem(x, w, stride),
+            "halo": halo_conv_problem(x, w, stride, padding, dilation)}
 
 
 def tune_shape_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
@@ -216,7 +223,7 @@ def tune_shape_conv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: P
 def shape_conv2d(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, padding: Pair = 0,
                  dilation: Pair = 1, level: int = 1) -> torch.Tensor:
     """y = F.conv2d(x, w, ...) on whichever of lesson 05's kernel, the persistent 1x1 one,
-    split-K and the Gluon kernel :func:`tune_shape_conv` found fastest for this layer."""
+    split-K and the two Gluon kernels :func:`tune_shape_conv` found fastest for this layer."""
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     y = new_output(x, w.shape[0], P, Q)
     result = tune_shape_conv(x, w, y, stride, padding, dilation, level)
