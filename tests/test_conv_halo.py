@@ -132,14 +132,28 @@ def test_plans_of_the_two_halo_axes():
 
 def test_every_configuration_is_a_valid_kernel_shape():
     """Each tap's sub-view starts a whole number of swizzle periods (8 rows) into the buffer,
-    every warp holds 16-row slices of the tile, and boxes stay within TMA's 256 per axis."""
+    a row of channels fits one swizzled row, every warp holds 16-row slices of the tile, and
+    boxes stay within TMA's 256 per axis."""
     for row in conv_halo.HALO_CONV_CONFIGS:
         config = dict(zip(conv_halo.HALO_CONV_NAMES, row))
-        chunk = config["B1"] * config["B2"]
         assert config["ORDER"] in conv_halo.HALO_ORDERS
-        assert chunk % 8 == 0, row
-        assert (config["B0"] * chunk) % (16 * config["num_warps"]) == 0, row
+        assert conv_halo.halo_shape_problem(config, 2) == "", row
         assert max(config["B0"], config["B1"], config["B2"], config["BLOCK_N"]) <= 256, row
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(B1=2, B2=2), "not a multiple of the swizzle's 8"),
+    (dict(BLOCK_K=128), "more than the 128 of one swizzled row"),
+    (dict(num_warps=8), "16-row slices for 8 warps")])
+def test_tiles_that_cannot_be_cut_into_the_taps_views_are_refused(change, reason):
+    config = {**dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 8, 1, 64, 64, 3, 1, 4))),
+              **change}
+    assert reason in conv_halo.halo_shape_problem(config, 2)
+    assert reason in conv_halo.halo_conv_prune(config, _problem(32, 512, 7, 7, 512, 3), H200)
+    x, w = inputs(1, 64, 8, 8, 64, 64, 3, 3, torch.float16)
+    y = torch.empty(1, 64, 8, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match=reason):
+        conv_halo.launch_halo_conv2d(x, w, y, 1, 1, 1, config)
 
 
 def _problem(N, C, H, W, K, R, S=None, padding=1):

@@ -70,7 +70,7 @@ def test_more_splits_than_steps_leave_no_gaps():
 
 
 def test_shape_conv2d_races_the_halo_kernel(tmp_path):
-    x, w, padding, _ = _layer(LAYERS[3], torch.float16)
+    x, w, padding, _ = _layer(LAYERS[0], torch.float16)
     problem = conv_persistent.shape_conv_problem(x, w, 1, padding, 1)
     assert problem["halo"] == ""
     kept, _ = conv_persistent.SHAPE_CONV_SPACE.candidates(1, problem, tune.Resources.of_gpu())

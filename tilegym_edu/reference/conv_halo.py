@@ -222,7 +222,8 @@ def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride
                        padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """Run halo_conv_kernel with ``config`` (HALO_CONV_NAMES) into the preallocated
     channels_last y; return y. The layer must pass :func:`halo_conv_problem` (stride and
-    dilation are there for the paths' common signature). With SPLIT_K > 1 the kernel writes
+    dilation are there for the paths' common signature); ValueError, saying why, for a
+    configuration halo_shape_problem refuses. With SPLIT_K > 1 the kernel writes
     float32 partial sums that conv_hopper.reduce_splits adds into y."""
     _, (ph, pw), _ = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
@@ -230,6 +231,9 @@ def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride
     P, Q = y.shape[2], y.shape[3]
     b0, b1, b2, bn, bk, splits = (config[name] for name in ("B0", "B1", "B2", "BLOCK_N",
                                                             "BLOCK_K", "SPLIT_K"))
+    shape = halo_shape_problem(config, x.element_size())
+    if shape:
+        raise ValueError(f"this halo configuration cannot run: {shape}")
     plan = halo_plan(config["ORDER"], N, P, Q, R, S, ph, pw)
     out = split_output(y, splits)
     x_view = x.permute(0, 2, 3, 1).permute(*plan.perm, 3)
@@ -251,18 +255,38 @@ def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride
 HALO_CONV_NAMES = ("ORDER", "B0", "B1", "B2", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K",
                    "num_warps")
 
-#: the configurations the tuner races (the first is the default): each of the exploration's
-#: best on the three layers it was written for (docs/results/h200.md, 2026-12-04), and its
-#: runners-up
-HALO_CONV_CONFIGS = (("hnw", 8, 4, 8, 64, 32, 3, 1, 8), ("hnw", 8, 2, 8, 64, 32, 3, 1, 4),
-                     ("hnw", 8, 2, 8, 64, 64, 2, 1, 4), ("hwn", 8, 2, 8, 64, 32, 2, 1, 4),
-                     ("hnw", 4, 4, 8, 64, 32, 2, 1, 4), ("wnh", 8, 8, 2, 64, 32, 2, 1, 4),
-                     ("wnh", 16, 8, 1, 64, 32, 2, 1, 4), ("hnw", 8, 8, 1, 128, 64, 3, 1, 4),
-                     ("hnw", 8, 16, 1, 128, 64, 3, 2, 4))
+#: the configurations the tuner races (the first is the default): the best of each layer and
+#: the runners-up within 3% in runs 5 and 15 on the H200 (docs/results/h200.md, 2026-12-04):
+#: 256-row tiles of two warpgroups for N64 C64 56², 64-row ones with 2 stages for the 5x5 layer,
+#: 64 x 64 tiles two programs an SM for C512 7²
+HALO_CONV_CONFIGS = (("hnw", 8, 4, 8, 64, 32, 3, 1, 8), ("hwn", 8, 8, 4, 64, 32, 3, 1, 8),
+                     ("hnw", 8, 2, 8, 64, 32, 3, 1, 4), ("hnw", 8, 2, 8, 64, 64, 2, 1, 4),
+                     ("hwn", 8, 2, 8, 64, 32, 2, 1, 4), ("hnw", 4, 4, 8, 64, 32, 2, 1, 4),
+                     ("wnh", 8, 8, 2, 64, 32, 2, 1, 4), ("hnw", 8, 8, 1, 64, 64, 3, 1, 4),
+                     ("hwn", 8, 1, 8, 64, 64, 3, 1, 4), ("hnw", 8, 8, 1, 128, 64, 3, 1, 4))
 
 #: a configuration is skipped where its boxes compute more than this many output rows per row
 #: stored (P, Q or N not a multiple of the box): the exploration's winners wasted at most 14%
 MAX_WASTE = 1.25
+
+
+def halo_shape_problem(config, element_bytes: int) -> str:
+    """Why a configuration's tile cannot be cut into the taps' shifted views ("" when it can):
+    each view starts B1·B2 rows into the buffer, which must be a whole number of the swizzle's
+    8-row periods, and a row of BLOCK_K channels must fit one 128-byte swizzle row (a wider
+    one is stored as column blocks, and a shift by rows would mix them: BLOCK_K 128 in
+    float16 computed garbage on the H200, run 16); every warp of the tile's warpgroups takes
+    16 of its rows."""
+    chunk = config["B1"] * config["B2"]
+    if chunk % 8:
+        return f"B1·B2 = {chunk} rows is not a multiple of the swizzle's 8"
+    if config["BLOCK_K"] * element_bytes > 128:
+        return (f"BLOCK_K = {config['BLOCK_K']} channels are {config['BLOCK_K'] * element_bytes}"
+                " bytes, more than the 128 of one swizzled row")
+    if config["B0"] * chunk % (16 * config["num_warps"]):
+        return (f"a tile of {config['B0'] * chunk} rows does not split into 16-row slices for "
+                f"{config['num_warps']} warps")
+    return ""
 
 
 def halo_shared_bytes(config, taps0: int, element_bytes: int) -> int:
@@ -278,14 +302,18 @@ def halo_shared_bytes(config, taps0: int, element_bytes: int) -> int:
 
 
 def halo_conv_prune(config, problem, resources) -> str | None:
-    """Why the tuner skips ``config`` for ``problem`` (None: it races): the filter has one tap
-    along its halo axis (nothing to share), its ring overflows shared memory, its BLOCK_N is
+    """Why the tuner skips ``config`` for ``problem`` (None: it races): its tile cannot be cut
+    into the taps' views (halo_shape_problem), the filter has one tap along its halo axis
+    (nothing to share), its ring overflows shared memory, its BLOCK_N is
     twice the output channels or more, or its boxes compute more than MAX_WASTE rows per row
     stored."""
     _, (ph, pw), _ = geometry(problem["stride"], problem["padding"], problem["dilation"])
     P = problem["H"] + 2 * ph - problem["R"] + 1
     Q = problem["W"] + 2 * pw - problem["S"] + 1
     plan = halo_plan(config["ORDER"], problem["N"], P, Q, problem["R"], problem["S"], ph, pw)
+    shape = halo_shape_problem(config, 2)  # float16 or bfloat16
+    if shape:
+        return shape
     if plan.taps0 == 1:
         return (f"the filter has one tap along the halo axis ({config['ORDER'][0]}): nothing "
                 "to share")
