@@ -1303,7 +1303,16 @@ assert_groups_speed(packed_conv2d, groups_reference, make_groups_inputs, PACKED_
 # tensor descriptors takes the host about 0.1 ms a launch, longer than the layer takes the GPU, so
 # it pays only where the network runs as a CUDA graph.
 #
-# Depthwise layers are won on bytes instead. Exercise 3's kernel loads each input pixel once for
+# Where it still trailed, counting bytes says why. For each filter tap it brings that tap's input
+# box from L2, so a 3x3 layer reads every input pixel 9 times per block of output channels and a
+# 5x5 layer 25 times. `tilegym_edu/reference/conv_halo.py` loads, per channel block, the input
+# rows that every tap along one axis reads at once (the tile's rows plus the $R - 1$ rows of its
+# halo) and gives each tap a view of that buffer shifted by whole rows, again without moving data.
+# On the H200 it took the 5x5 layer of the course's shape suite from 0.80 to 1.28 of cuDNN's speed,
+# N64 C64 56x56 3x3 from 0.92 to 1.04 and a 7x7 layer to 1.39; `shape_conv2d` races the two Gluon
+# kernels per layer (`docs/results/h200-2026-12-04-conv-shapes-run-17.md`).
+#
+# Depthwise layers are won on bytes too. Exercise 3's kernel loads each input pixel once for
 # each of the up to nine taps that read it, and the output rows above and below belong to other
 # programs, so the SMs read the input from L2 several times over: at MobileNetV2's 56x56 layer it
 # ran at 0.68 of cuDNN's speed on the H200. `depthwise_rows_kernel` in
