@@ -287,12 +287,15 @@ HOPPER_CONV_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K", "num_
 #: the configurations the tuner races (the first is the default), from runs i-n of 2026-12-03 on
 #: ResNet-50's layers (docs/results/h200.md): the tile, and with it how many programs share an
 #: SM (2-4 stages of 24-48 KiB), mattered more than anything else; split-K for the layers with
-#: few tiles, BLOCK_K 32 for channels that are an odd multiple of 32
+#: few tiles, BLOCK_K 32 for channels that are an odd multiple of 32; 64 x 64 tiles, three
+#: programs an SM, for the 1x1 C1024 -> 256 14² layer's 392 tiles (0.91x cuDNN against 0.88x
+#: with 64 x 128, run 18 of 2026-12-04: at most 3 half-tiles an SM, not 2 whole ones)
 HOPPER_CONV_CONFIGS = ((128, 64, 64, 3, 1, 4), (128, 128, 64, 3, 1, 4), (128, 128, 64, 4, 1, 4),
                        (128, 64, 64, 4, 1, 4), (64, 128, 64, 4, 1, 4), (64, 256, 64, 4, 1, 4),
                        (128, 128, 64, 2, 1, 4), (128, 64, 64, 2, 1, 4), (64, 128, 64, 3, 1, 4),
                        (128, 64, 32, 4, 1, 4), (128, 128, 64, 4, 2, 4), (128, 128, 64, 3, 2, 4),
-                       (64, 128, 64, 4, 2, 4), (64, 128, 64, 3, 2, 4), (128, 64, 32, 6, 1, 4))
+                       (64, 128, 64, 4, 2, 4), (64, 128, 64, 3, 2, 4), (128, 64, 32, 6, 1, 4),
+                       (64, 64, 64, 4, 1, 4))
 
 
 def shared_bytes(config, element_bytes: int) -> int:
