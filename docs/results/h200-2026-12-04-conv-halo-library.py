@@ -7,7 +7,8 @@ first, then timed interleaved as CUDA graphs (L2 flushed), the best five again w
     PYTHONPATH=. OUT=folder python docs/results/h200-2026-12-04-conv-halo-library.py 16
 
 Run 15: the three layers below target, more orders and deeper rings. Run 16: N32 and N64 C512
-7², 64-column tiles of three programs an SM, 128-channel blocks, 16-image boxes.
+7², 64-column tiles of three programs an SM, 128-channel blocks, 16-image boxes. Run 19: N32
+C512 7², 128 x 64 tiles one program an SM with rings of 4-8 stages (fewer filter bytes a flop).
 (Run 15 ran HALO_CONV_CONFIGS of commit a65bc9f.)"""
 import tilegym_edu  # noqa
 import json, math, os, sys, time
@@ -19,7 +20,7 @@ from tilegym_edu.reference import convolution as conv
 RUN = sys.argv[1] if len(sys.argv) > 1 else "16"
 LAYERS = {"5x5": (8, 96, 65, 67, 40, 5, 2), "n64c64": (64, 64, 56, 56, 64, 3, 1),
           "c512": (32, 512, 7, 7, 512, 3, 1), "n64c512": (64, 512, 7, 7, 512, 3, 1)}
-RUN_LAYERS = {"15": ("5x5", "n64c64", "c512"), "16": ("c512", "n64c512")}[RUN]
+RUN_LAYERS = {"15": ("5x5", "n64c64", "c512"), "16": ("c512", "n64c512"), "19": ("c512",)}[RUN]
 CURRENT = {"5x5": (128, 64, 32, 6, 1, 4), "n64c64": (128, 64, 64, 3, 1, 4),
            "c512": (128, 128, 64, 4, 2, 4), "n64c512": (128, 128, 64, 4, 1, 4)}
 C512_16 = [("hnw", 8, 8, 1, 64, 32, 4, 1, 4), ("hnw", 8, 8, 1, 64, 128, 2, 1, 4),
@@ -37,7 +38,11 @@ EXTRA = {"15": {"c512": [("hnw", 8, 8, 1, 64, 64, 3, 1, 4), ("hnw", 8, 8, 1, 64,
                 "n64c64": [("hnw", 8, 4, 8, 64, 32, 4, 1, 8), ("hnw", 8, 4, 8, 64, 64, 3, 1, 8),
                            ("hwn", 8, 8, 4, 64, 32, 3, 1, 8)],
                 "5x5": [("hwn", 8, 2, 8, 64, 32, 3, 1, 4), ("hwn", 8, 4, 8, 64, 32, 2, 1, 8)]},
-         "16": {"c512": C512_16, "n64c512": C512_16}}[RUN]
+         "16": {"c512": C512_16, "n64c512": C512_16},
+         "19": {"c512": [("hnw", 8, 16, 1, 64, 64, 4, 1, 4), ("hnw", 8, 16, 1, 64, 64, 5, 1, 4),
+                         ("hnw", 8, 16, 1, 64, 64, 4, 1, 8), ("hnw", 8, 16, 1, 64, 64, 5, 1, 8),
+                         ("hwn", 8, 1, 16, 64, 64, 4, 1, 4), ("hwn", 8, 1, 16, 64, 64, 5, 1, 8),
+                         ("hnw", 8, 16, 1, 64, 32, 8, 1, 4), ("hnw", 8, 16, 1, 64, 32, 8, 1, 8)]}}[RUN]
 record = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
           "triton": __import__("triton").__version__, "cudnn": torch.backends.cudnn.version(),
