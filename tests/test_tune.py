@@ -330,6 +330,46 @@ def test_a_cache_hit_is_cheap_and_follows_a_new_space_object():
                          progress=False).from_cache  # same candidates: same key
 
 
+def tuned_once(problem=PROBLEM):
+    """autotune of kernel_a on ``problem``, and the SyntheticGPU it timed (or did not)."""
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    return tune.autotune(kernel_a, problem, SPACE, lambda c: None, measure=gpu,
+                         progress=False), gpu
+
+
+def test_a_hit_returns_the_stored_result_without_hashing_sources_again(monkeypatch):
+    first, _ = tuned_once()
+    reordered, _ = tuned_once(dict(reversed(PROBLEM.items())))   # one key, whatever the order
+    with monkeypatch.context() as patch:
+        patch.setattr(tune, "cache_key", lambda *args: pytest.fail("key computed again"))
+        second, gpu = tuned_once()
+        third, _ = tuned_once()
+    assert second is third is reordered and second.from_cache and gpu.calls == 0
+    assert second.config == first.config == cfg(128)
+
+
+def test_the_memo_misses_after_clear_cache_and_in_another_cache_folder(tmp_path, monkeypatch):
+    tuned_once()
+    tune.clear_cache()
+    again, gpu = tuned_once()
+    assert not again.from_cache and gpu.calls
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path / "other"))   # _MEMORY not cleared
+    elsewhere, gpu = tuned_once()
+    assert not elsewhere.from_cache and gpu.calls
+    assert (tmp_path / "other" / "tune.json").exists()
+
+
+def test_the_memo_tells_values_apart_as_the_cache_key_writes_them():
+    """True and 1 are one dictionary key but two problems ("causal=True", "causal=1"); a value
+    that cannot be hashed is keyed by its str."""
+    assert not tuned_once({**PROBLEM, "causal": 1})[0].from_cache
+    assert not tuned_once({**PROBLEM, "causal": True})[0].from_cache
+    assert tuned_once({**PROBLEM, "causal": 1})[0].from_cache
+    assert not tuned_once({**PROBLEM, "strides": [1, 2]})[0].from_cache
+    assert tuned_once({**PROBLEM, "strides": [1, 2]})[0].from_cache
+    assert not tuned_once({**PROBLEM, "strides": [2, 1]})[0].from_cache
+
+
 def test_a_problem_too_small_to_gain_is_not_tuned_and_says_why():
     """The correctness checks' small shapes: the default runs in microseconds, so no other
     candidate is even compiled."""

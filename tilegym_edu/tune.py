@@ -36,11 +36,12 @@ import hashlib
 import inspect
 import itertools
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
 
 import triton
 
@@ -74,6 +75,11 @@ class Config(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._params)
+
+    def keys(self) -> KeysView[str]:
+        """The names; ``**config`` and ``dict(config)`` read them here, faster than through
+        Mapping's KeysView (a launch unpacks its config once)."""
+        return self._params.keys()
 
     def __hash__(self) -> int:
         return hash(tuple(self._params.items()))
@@ -326,21 +332,45 @@ def cache_path() -> Path:
     return device.cache_dir() / "tune.json"
 
 
-_MEMORY: dict[str, TuneResult] = {}
-#: (id(kernel), id(space), level, problem) -> (kernel, space, key): the key is computed once per
-#: kernel object, search space object and problem (it hashes source text and every candidate),
-#: so a cache hit costs dictionary lookups. Kernel and space are kept, so their ids stay theirs.
+#: (cache folder setting, key) -> result: the in-memory copy of each cache file's results
+#: (a result stored under one TILEGYM_CACHE_DIR is not found under another)
+_MEMORY: dict[tuple[str | None, str], TuneResult] = {}
+#: (id(kernel), id(space), level, problem slot) -> (kernel, space, key): the key is computed once
+#: per kernel object, search space object and problem (it hashes source text and every
+#: candidate), so a cache hit costs dictionary lookups and no formatting. Kernel and space are
+#: kept, so their ids stay theirs.
 _KEYS: dict[tuple, tuple[object, SearchSpace, str]] = {}
+
+
+def _problem_slot(problem: Mapping[str, object]) -> tuple:
+    """``problem`` as part of a dictionary key, in microseconds: its items and the types of its
+    values (True and 1, one key to a dictionary, are two problems to cache_key, which writes
+    them out); values that cannot be hashed (a list, say) as their str, as cache_key writes
+    them."""
+    items = tuple(problem.items())
+    try:
+        hash(items)
+    except TypeError:
+        items = tuple((k, str(v)) for k, v in items)
+    return items, tuple(map(type, problem.values()))
 
 
 def _memoized_key(kernel: object, problem: Mapping[str, object], space: SearchSpace,
                   level: int) -> str:
-    slot = (id(kernel), id(space), level, tuple(sorted((k, str(v)) for k, v in problem.items())))
+    """cache_key(kernel, problem, level, space.configs(level)), computed once per kernel, space,
+    level and problem."""
+    slot = (id(kernel), id(space), level, _problem_slot(problem))
     found = _KEYS.get(slot)
     if found is None or found[0] is not kernel or found[1] is not space:
         found = (kernel, space, cache_key(kernel, problem, level, space.configs(level)))
         _KEYS[slot] = found
     return found[2]
+
+
+def _cache_setting() -> str | None:
+    """$TILEGYM_CACHE_DIR as set now (None: unset), which picks the cache file
+    (device.cache_dir): read in a microsecond, where cache_path() resolves a home folder."""
+    return os.environ.get("TILEGYM_CACHE_DIR")
 
 
 def _to_json(result: TuneResult) -> dict:
@@ -361,8 +391,12 @@ def _from_json(entry: dict) -> TuneResult:
 
 
 def _load_cached(key: str) -> TuneResult | None:
-    if key in _MEMORY:
-        return _MEMORY[key]
+    """The result stored under ``key`` in this cache folder's file (in memory once read), or
+    None."""
+    memory_key = (_cache_setting(), key)
+    found = _MEMORY.get(memory_key)
+    if found is not None:
+        return found
     path = cache_path()
     if not path.exists():
         return None
@@ -372,12 +406,12 @@ def _load_cached(key: str) -> TuneResult | None:
         return None
     if entry is None:
         return None
-    _MEMORY[key] = _from_json(entry)
-    return _MEMORY[key]
+    _MEMORY[memory_key] = _from_json(entry)
+    return _MEMORY[memory_key]
 
 
 def _store(key: str, result: TuneResult) -> None:
-    _MEMORY[key] = replace(result, from_cache=True)
+    _MEMORY[(_cache_setting(), key)] = replace(result, from_cache=True)
     path = cache_path()
     try:
         cache = json.loads(path.read_text()) if path.exists() else {}

@@ -11,6 +11,7 @@ dimension contiguous, any other strides; float16, bfloat16 or float32. The log-s
 query's scores, (batch, heads, seq_q) float32 in log2 units, is what the backward pass
 recomputes the probabilities from.
 """
+import functools
 import math
 
 import torch
@@ -21,7 +22,13 @@ from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import (ATTENTION_SPACE, LOG2E, attention_problem,
                                              attention_prune, naive_attention)
+from tilegym_edu.tiles import next_power_of_2
 from tilegym_edu.tune import Config, SearchSpace, autotune
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # Triton before 3.4: k and v go in by pointers
+    TensorDescriptor = None
 
 #: the largest head size the kernels take (a q block of 256 x 256 fp16 fills the registers)
 MAX_HEAD_DIM = 256
@@ -223,24 +230,28 @@ def descriptors_fit(t: torch.Tensor) -> bool:
     first rows of a longer KV cache), on 16-byte boundaries; and the GPU has TMA (compute
     capability 9.0 or newer) or this is interpreter mode, where they run on the CPU."""
     batch, heads, seq, _ = t.shape
-    row = t.stride(2)
+    stride_batch, stride_head, row, _ = t.stride()
     if row * t.element_size() % 16 or t.data_ptr() % 16:
         return False
-    if device.ON_GPU and torch.cuda.get_device_capability(t.device) < (9, 0):
+    if device.ON_GPU and not has_tma(t.device):
         return False
-    return ((heads == 1 or t.stride(1) == seq * row)
-            and (batch == 1 or t.stride(0) == heads * seq * row))
+    return ((heads == 1 or stride_head == seq * row)
+            and (batch == 1 or stride_batch == heads * seq * row))
+
+
+@functools.cache
+def has_tma(gpu: torch.device) -> bool:
+    """Whether the GPU ``gpu`` has TMA (compute capability 9.0 or newer), asked once a device:
+    torch.cuda.get_device_capability takes microseconds, and flash_forward asks twice a call
+    (fused_matmul.matmul_swiglu once)."""
+    return torch.cuda.get_device_capability(gpu) >= (9, 0)
 
 
 def kv_descriptors(k: torch.Tensor, v: torch.Tensor, block_n: int, block_d: int):
     """(k, v) as tensor descriptors over their (batch * kv_heads * seq_k, head_dim) rows, in
     blocks of (block_n, block_d) (the columns past head_dim read as zeros); None unless both
     fit (descriptors_fit) and this Triton has them (3.4 and newer)."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    if not (descriptors_fit(k) and descriptors_fit(v)):
+    if TensorDescriptor is None or not (descriptors_fit(k) and descriptors_fit(v)):
         return None
     return tuple(TensorDescriptor(t, [t.shape[0] * t.shape[1] * t.shape[2], t.shape[3]],
                                   [t.stride(2), 1], [block_n, block_d]) for t in (k, v))
@@ -255,7 +266,7 @@ DESCRIPTORS_FROM_BLOCK_D = 128
 
 def block_d(head_dim: int) -> int:
     """The head columns a kernel block holds: head_dim rounded up to a power of two, >= 16."""
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, object]:
@@ -263,7 +274,7 @@ def flash_problem(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict[str, o
     rounded up to the block the kernel uses, the key length, the group size and whether k and
     v go in by tensor descriptors (the two paths tune apart)."""
     problem = attention_problem(q, causal)
-    problem.update(head_dim=triton.next_power_of_2(q.shape[-1]), seq_k=k.shape[2],
+    problem.update(head_dim=next_power_of_2(q.shape[-1]), seq_k=k.shape[2],
                    group=q.shape[1] // k.shape[1],
                    kv_descriptors=(block_d(q.shape[-1]) >= DESCRIPTORS_FROM_BLOCK_D
                                    and descriptors_fit(k)))

@@ -25,10 +25,11 @@ import triton.language as tl
 
 from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference.flash import has_tma
 from tilegym_edu.reference.pipelined import matmul_problem, matmul_prune, persistent_grid_size, \
     tma_problem
 from tilegym_edu.reference.skinny import SKINNY_ROWS
-from tilegym_edu.tiles import grouped_tile
+from tilegym_edu.tiles import cdiv, grouped_tile
 from tilegym_edu.tune import Config, SearchSpace, autotune, configs_from_rows
 
 
@@ -109,7 +110,7 @@ def fused_problem(x: torch.Tensor, w13: torch.Tensor) -> str | None:
     reason = tma_problem(x, w13)
     if reason:
         return reason
-    if device.ON_GPU and torch.cuda.get_device_capability(x.device) < (9, 0):
+    if device.ON_GPU and not has_tma(x.device):
         return "tensor descriptors need compute capability 9.0 or newer"
     return None
 
@@ -140,7 +141,7 @@ def launch_matmul_swiglu(x: torch.Tensor, w13: torch.Tensor, out: torch.Tensor,
     gate_desc = TensorDescriptor.from_tensor(w13[:, :hidden], [bk, bn])
     up_desc = TensorDescriptor.from_tensor(w13[:, hidden:], [bk, bn])
     c_desc = TensorDescriptor.from_tensor(out, [bm, bn // config["EPILOGUE_SPLIT"]])
-    programs = persistent_grid_size(triton.cdiv(M, bm) * triton.cdiv(hidden, bn))
+    programs = persistent_grid_size(cdiv(M, bm) * cdiv(hidden, bn))
     matmul_swiglu_kernel[(programs,)](a_desc, gate_desc, up_desc, c_desc, M, hidden, K,
                                       NUM_PROGRAMS=programs, **config)
 

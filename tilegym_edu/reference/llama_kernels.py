@@ -19,6 +19,7 @@ import triton.language as tl
 from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.llama import Ops
+from tilegym_edu.tiles import next_power_of_2
 
 
 @triton.jit
@@ -74,7 +75,7 @@ def add_rmsnorm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor,
     rows, n_cols = x.shape
     total = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
     y = torch.empty((rows, n_cols), device=x.device, dtype=x.dtype)
-    BLOCK = triton.next_power_of_2(n_cols)
+    BLOCK = next_power_of_2(n_cols)
     add_rmsnorm_kernel[(rows,)](x, delta, weight, total, y, n_cols, x.stride(0), delta.stride(0),
                                 total.stride(0), y.stride(0), eps, BLOCK=BLOCK,
                                 num_warps=4 if BLOCK <= 2048 else 8)
