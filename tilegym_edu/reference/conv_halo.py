@@ -37,9 +37,10 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import Pair, geometry
-from tilegym_edu.reference.conv_hopper import (_cdiv, _descriptor, hopper_conv_problem,
-                                               reduce_splits, split_output, store_box,
+from tilegym_edu.reference.conv_hopper import (_descriptor, hopper_conv_problem, reduce_splits,
+                                               split_output, store_box,
                                                twice_the_output_channels)
+from tilegym_edu.tiles import cdiv
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
 
 try:  # Gluon's Hopper modules (Triton 3.5 and newer); hopper_conv_problem says no without
@@ -239,7 +240,7 @@ def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride
     x_view = x.permute(0, 2, 3, 1).permute(*plan.perm, 3)
     y_view = out.permute(0, *(1 + axis for axis in plan.perm), 4)
     d0, d1, d2 = plan.out_sizes
-    tiles = _cdiv(d0, b0) * _cdiv(d1, b1) * _cdiv(d2, b2) * _cdiv(K, bn)
+    tiles = cdiv(d0, b0) * cdiv(d1, b1) * cdiv(d2, b2) * cdiv(K, bn)
     halo_conv_kernel[(tiles * splits,)](
         _descriptor(x_view, (b0, b1, b2, bk)), _descriptor(x_view, (plan.tail, b1, b2, bk)),
         _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk)),
@@ -327,7 +328,7 @@ def halo_conv_prune(config, problem, resources) -> str | None:
     box = (config["B0"], config["B1"], config["B2"])
     computed = 1
     for size, edge in zip(plan.out_sizes, box):
-        computed *= _cdiv(size, edge) * edge
+        computed *= cdiv(size, edge) * edge
     waste = computed / (problem["N"] * P * Q)
     if waste > MAX_WASTE:
         return f"its boxes compute {waste:.2f} output rows per row stored (> {MAX_WASTE})"

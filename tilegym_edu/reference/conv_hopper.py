@@ -38,6 +38,7 @@ from triton.experimental.gluon import language as gl
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import Pair, geometry
 from tilegym_edu.reference.split_k import REDUCE_BLOCK, split_k_reduce_kernel
+from tilegym_edu.tiles import cdiv
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
 
 try:  # Gluon's Hopper modules (Triton 3.5 and newer)
@@ -174,12 +175,6 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
     store_box(acc, y_desc, split, n0, p0, q0, k0, BOX_N, BOX_H, BOX_W, BLOCK_N)
 
 
-def _cdiv(a: int, b: int) -> int:
-    """ceil(a / b) in plain Python: triton.cdiv, a constexpr function, costs microseconds a call
-    on the host, and a launch here does dozens."""
-    return -(-a // b)
-
-
 @functools.lru_cache(maxsize=1024)
 def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
     """(BOX_N, BOX_H, BOX_W), powers of two with product block_m, that cover the (N, P, Q)
@@ -190,7 +185,7 @@ def box_shape(block_m: int, N: int, P: int, Q: int) -> tuple[int, int, int]:
         for hb in range(block_m.bit_length() - wb):
             bw, bh = 1 << wb, 1 << hb
             bn = block_m // (bw * bh)
-            boxes = _cdiv(N, bn) * _cdiv(P, bh) * _cdiv(Q, bw)
+            boxes = cdiv(N, bn) * cdiv(P, bh) * cdiv(Q, bw)
             key = (boxes, -bw, -bh)
             if best is None or key < best[0]:
                 best = (key, (bn, bh, bw))
@@ -248,7 +243,7 @@ def reduce_splits(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     splits, N, P, Q, K = out.shape
     if splits > 1:
         M = N * P * Q
-        split_k_reduce_kernel[(_cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
+        split_k_reduce_kernel[(cdiv(M * K, REDUCE_BLOCK),)](out, y, M, K, splits, K, 1,
                                                              BLOCK=REDUCE_BLOCK)
     return y
 
@@ -273,7 +268,7 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
     x_desc = _descriptor(x_view, (box_n, box_h, 1, box_w, bk))
     w_desc = _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk))
     y_desc = _descriptor(out, (1, box_n, box_h, box_w, bn))
-    tiles = _cdiv(N, box_n) * _cdiv(P, box_h) * _cdiv(Q, box_w) * _cdiv(K, bn)
+    tiles = cdiv(N, box_n) * cdiv(P, box_h) * cdiv(Q, box_w) * cdiv(K, bn)
     hopper_conv_kernel[(tiles * splits,)](
         x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, sh, sw, R, S=S, BOX_N=box_n,
         BOX_H=box_h, BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
