@@ -35,13 +35,13 @@ def test_descriptors_fit_asks_the_gpus_capability_once(monkeypatch):
         return (8, 0) if where == torch.device("cpu") else (9, 0)
     monkeypatch.setattr(device, "ON_GPU", True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
-    flash.has_tma.cache_clear()
+    device.has_tma.cache_clear()
     try:
         k = torch.empty(2, 3, 10, 32, dtype=torch.float16)
         assert [flash.descriptors_fit(k) for _ in range(3)] == [False] * 3  # "cpu": cc 8.0
         assert asked == [torch.device("cpu")]
     finally:
-        flash.has_tma.cache_clear()
+        device.has_tma.cache_clear()
 
 
 def test_the_benchmark_runs_without_a_gpu_and_restores_what_it_patched(tmp_path, monkeypatch):

@@ -109,6 +109,14 @@ class DeviceInfo:
 
 
 @functools.lru_cache(maxsize=None)
+@functools.cache
+def has_tma(gpu: torch.device) -> bool:
+    """Whether the GPU ``gpu`` has TMA, the tensor-memory accelerator tensor descriptors need
+    (compute capability 9.0 or newer), asked once a device: torch.cuda.get_device_capability
+    takes microseconds, and a launch wrapper may ask more than once a call."""
+    return torch.cuda.get_device_capability(gpu) >= (9, 0)
+
+
 def info(index: int = 0) -> DeviceInfo | None:
     """Facts about GPU ``index``, or None in interpreter mode. Read once per process (the
     driver version comes from nvidia-smi, which takes tens of milliseconds)."""

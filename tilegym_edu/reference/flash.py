@@ -11,7 +11,6 @@ dimension contiguous, any other strides; float16, bfloat16 or float32. The log-s
 query's scores, (batch, heads, seq_q) float32 in log2 units, is what the backward pass
 recomputes the probabilities from.
 """
-import functools
 import math
 
 import torch
@@ -233,18 +232,10 @@ def descriptors_fit(t: torch.Tensor) -> bool:
     stride_batch, stride_head, row, _ = t.stride()
     if row * t.element_size() % 16 or t.data_ptr() % 16:
         return False
-    if device.ON_GPU and not has_tma(t.device):
+    if device.ON_GPU and not device.has_tma(t.device):
         return False
     return ((heads == 1 or stride_head == seq * row)
             and (batch == 1 or stride_batch == heads * seq * row))
-
-
-@functools.cache
-def has_tma(gpu: torch.device) -> bool:
-    """Whether the GPU ``gpu`` has TMA (compute capability 9.0 or newer), asked once a device:
-    torch.cuda.get_device_capability takes microseconds, and flash_forward asks twice a call
-    (fused_matmul.matmul_swiglu once)."""
-    return torch.cuda.get_device_capability(gpu) >= (9, 0)
 
 
 def kv_descriptors(k: torch.Tensor, v: torch.Tensor, block_n: int, block_d: int):

@@ -25,7 +25,6 @@ import triton.language as tl
 
 from tilegym_edu import device
 from tilegym_edu.grading import forbidden_in_graded_calls
-from tilegym_edu.reference.flash import has_tma
 from tilegym_edu.reference.pipelined import matmul_problem, matmul_prune, persistent_grid_size, \
     tma_problem
 from tilegym_edu.reference.skinny import SKINNY_ROWS
@@ -110,7 +109,7 @@ def fused_problem(x: torch.Tensor, w13: torch.Tensor) -> str | None:
     reason = tma_problem(x, w13)
     if reason:
         return reason
-    if device.ON_GPU and not has_tma(x.device):
+    if device.ON_GPU and not device.has_tma(x.device):
         return "tensor descriptors need compute capability 9.0 or newer"
     return None
 
