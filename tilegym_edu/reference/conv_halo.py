@@ -37,8 +37,8 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import Pair, geometry
-from tilegym_edu.reference.conv_hopper import (_descriptor, hopper_conv_problem, reduce_splits,
-                                               split_output, store_box,
+from tilegym_edu.reference.conv_hopper import (_descriptor, hopper_conv_problem, program_tile,
+                                               reduce_splits, split_output, store_box,
                                                twice_the_output_channels)
 from tilegym_edu.tiles import cdiv
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
@@ -105,21 +105,8 @@ def halo_conv_kernel(x_desc, xt_desc, w_desc, y_desc, D0, D1, D2, C, K, PAD0, PA
     CH: gl.constexpr = B1 * B2
     NCH: gl.constexpr = B0 + TAILP
     dtype: gl.constexpr = x_desc.dtype
-    n_blocks = gl.cdiv(K, BLOCK_N)
-    boxes2 = gl.cdiv(D2, B2)
-    boxes1 = gl.cdiv(D1, B1)
-    tiles = gl.cdiv(D0, B0) * boxes1 * boxes2 * n_blocks
-    pid = gl.program_id(0)
-    split = pid // tiles
-    k0 = (pid % n_blocks) * BLOCK_N
-    box = (pid % tiles) // n_blocks
-    a2 = (box % boxes2) * B2
-    a1 = ((box // boxes2) % boxes1) * B1
-    a0 = (box // (boxes2 * boxes1)) * B0
-    steps = T2 * gl.cdiv(C, BLOCK_K)
-    per_split = gl.cdiv(steps, SPLIT_K)
-    first = split * per_split
-    count = gl.minimum(first + per_split, steps) - first
+    split, a0, a1, a2, k0, first, count = program_tile(D0, D1, D2, K, T2, 1, C, B0, B1, B2,
+                                                       BLOCK_N, BLOCK_K, SPLIT_K)
 
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])

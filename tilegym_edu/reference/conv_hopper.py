@@ -89,6 +89,34 @@ def _issue_step(x_desc, w_desc, a_smem, b_smem, bars, j, first, n0, p0, q0, k0, 
 
 
 @gluon.jit
+def program_tile(D0, D1, D2, K, TAPS_A, TAPS_B, C, B0: gl.constexpr, B1: gl.constexpr,
+                 B2: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                 SPLIT_K: gl.constexpr):
+    """The Gluon convolutions' program-to-work map, for an output seen as (D0, D1, D2, K) in
+    boxes of (B0, B1, B2) pixels x BLOCK_N channels and a reduction of TAPS_A·TAPS_B filter taps
+    x the blocks of BLOCK_K of C channels in SPLIT_K ranges: (split, o0, o1, o2, k0, first,
+    count), this program's range, its box's first pixel, its first output channel, and the steps
+    first .. first + count - 1 it adds. The programs of one box are consecutive (channel blocks
+    fastest), so those running at once share its input in L2."""
+    n_blocks = gl.cdiv(K, BLOCK_N)
+    boxes2 = gl.cdiv(D2, B2)
+    boxes1 = gl.cdiv(D1, B1)
+    tiles = gl.cdiv(D0, B0) * boxes1 * boxes2 * n_blocks
+    pid = gl.program_id(0)
+    split = pid // tiles
+    k0 = (pid % n_blocks) * BLOCK_N
+    box = (pid % tiles) // n_blocks
+    o2 = (box % boxes2) * B2
+    o1 = ((box // boxes2) % boxes1) * B1
+    o0 = (box // (boxes2 * boxes1)) * B0
+    steps = TAPS_A * TAPS_B * gl.cdiv(C, BLOCK_K)
+    per_split = gl.cdiv(steps, SPLIT_K)
+    first = split * per_split
+    count = gl.minimum(first + per_split, steps) - first
+    return split, o0, o1, o2, k0, first, count
+
+
+@gluon.jit
 def store_box(acc, y_desc, split, o0, o1, o2, k0, B0: gl.constexpr, B1: gl.constexpr,
               B2: gl.constexpr, BLOCK_N: gl.constexpr):
     """The Gluon convolutions' epilogue: the (B0·B1·B2, BLOCK_N) float32 tile ``acc`` through
@@ -122,25 +150,12 @@ def hopper_conv_kernel(x_desc, w_desc, y_desc, N, P, Q, C, K, PAD_H, PAD_W, DIL_
     blocks; y_desc a 5-D one over (SPLIT_K, N, P, Q, K) in (1, BOX_N, BOX_H, BOX_W, BLOCK_N)
     boxes: y itself when SPLIT_K is 1, else float32 partial sums, one (N, P, Q, K) each. The
     reduction runs over (r, s, channel block) in a ring of STAGES buffers: step i's wgmma runs
-    while the copies of steps i + 1 .. i + STAGES - 1 are in flight. The programs of one pixel
-    box are consecutive, so those running at once share its input in L2."""
+    while the copies of steps i + 1 .. i + STAGES - 1 are in flight (program_tile says which
+    tile and range a program takes)."""
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     dtype: gl.constexpr = x_desc.dtype
-    n_blocks = gl.cdiv(K, BLOCK_N)
-    boxes_q = gl.cdiv(Q, BOX_W)
-    boxes_p = gl.cdiv(P, BOX_H)
-    tiles = gl.cdiv(N, BOX_N) * boxes_p * boxes_q * n_blocks
-    pid = gl.program_id(0)
-    split = pid // tiles
-    k0 = (pid % n_blocks) * BLOCK_N
-    box = (pid % tiles) // n_blocks
-    q0 = (box % boxes_q) * BOX_W
-    p0 = ((box // boxes_q) % boxes_p) * BOX_H
-    n0 = (box // (boxes_q * boxes_p)) * BOX_N
-    steps = R * S * gl.cdiv(C, BLOCK_K)
-    per_split = gl.cdiv(steps, SPLIT_K)
-    first = split * per_split
-    count = gl.minimum(first + per_split, steps) - first
+    split, n0, p0, q0, k0, first, count = program_tile(N, P, Q, K, R, S, C, BOX_N, BOX_H, BOX_W,
+                                                       BLOCK_N, BLOCK_K, SPLIT_K)
 
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
