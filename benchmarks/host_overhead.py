@@ -10,8 +10,8 @@ grouped-query call of 16 heads, for comparison), lesson 04's `attention.flash_at
 ``--calls`` times back to back, torch.cuda.synchronize only at the end: ``host_us`` is the loop
 before that synchronize, per call (the host's time while the GPU's queue has room), ``wall_us``
 the loop with it (the GPU's time instead where the GPU is the slower). Each is the best of
-three loops; on the H200 (2026-12-04) whole runs still differed by up to 2x, the same code
-timed at 61 and 101 µs a flash_forward call: run it a few times and take the least.
+three loops; the H200's host is noisy (2026-12-04, docs/results/h200.md: eager prefills of one
+code at 6.75 to 10.5 ms in one run), so run it a few times and take the least.
 
 Without a GPU the launches are no-ops (each module's kernels stand in for themselves except for
 being launched), the tuner is primed with zero timings (so its lookups hit, as on a GPU that has

@@ -36,7 +36,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
-from tilegym_edu.reference.convolution import Pair, geometry
+from tilegym_edu.reference.convolution import Pair, geometry, output_size
 from tilegym_edu.reference.conv_hopper import (_descriptor, hopper_conv_problem, program_tile,
                                                reduce_splits, split_output, store_box,
                                                twice_the_output_channels)
@@ -292,12 +292,12 @@ def halo_shared_bytes(config, taps0: int, element_bytes: int) -> int:
 def halo_conv_prune(config, problem, resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races): its tile cannot be cut
     into the taps' views (halo_shape_problem), the filter has one tap along its halo axis
-    (nothing to share), its ring overflows shared memory, its BLOCK_N is
-    twice the output channels or more, or its boxes compute more than MAX_WASTE rows per row
-    stored."""
-    _, (ph, pw), _ = geometry(problem["stride"], problem["padding"], problem["dilation"])
-    P = problem["H"] + 2 * ph - problem["R"] + 1
-    Q = problem["W"] + 2 * pw - problem["S"] + 1
+    (nothing to share), its ring overflows shared memory, its BLOCK_N is twice the output
+    channels or more, or its boxes compute more than MAX_WASTE rows per row stored."""
+    (sh, sw), (ph, pw), (dh, dw) = geometry(problem["stride"], problem["padding"],
+                                            problem["dilation"])
+    P = output_size(problem["H"], problem["R"], sh, ph, dh)
+    Q = output_size(problem["W"], problem["S"], sw, pw, dw)
     plan = halo_plan(config["ORDER"], problem["N"], P, Q, problem["R"], problem["S"], ph, pw)
     shape = halo_shape_problem(config, 2)  # float16 or bfloat16
     if shape:
