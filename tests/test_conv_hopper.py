@@ -31,6 +31,37 @@ def test_box_count_is_minimal_against_every_power_of_two_box():
             assert count(best) <= count(other)
 
 
+@pytest.mark.parametrize("N, C, H, W, K", [(32, 1024, 14, 14, 256), (3, 16, 14, 14, 8)])
+def test_a_pointwise_layer_is_one_row_of_pixels_over_the_same_memory(N, C, H, W, K):
+    """A 1x1 layer of stride 1 without padding is y = x @ w^T over its pixels: as one row of
+    N·H·W pixels, cut into runs of 64 (3 images of 14 x 14: 10 runs, where boxes take 12)."""
+    x = torch.randn(N, C, H, W).to(memory_format=torch.channels_last)
+    w = torch.randn(K, C, 1, 1).to(memory_format=torch.channels_last)
+    y = torch.empty(N, K, H, W).to(memory_format=torch.channels_last)
+    x_rows, y_rows = conv_hopper.pixels_in_one_row(x, w, y, 1, 0)
+    assert x_rows.shape == (1, C, 1, N * H * W) and y_rows.shape == (1, K, 1, N * H * W)
+    assert x_rows.data_ptr() == x.data_ptr() and y_rows.data_ptr() == y.data_ptr()
+    y_rows.copy_(torch.einsum("nchw,kc->nkhw", x_rows, w[:, :, 0, 0]))  # written through the view
+    torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w), rtol=1e-4, atol=1e-4)
+    assert conv_hopper.box_shape(64, *y_rows.shape[:1], *y_rows.shape[2:]) == (1, 1, 64)
+
+
+@pytest.mark.parametrize("R, stride, padding, strided_x", [
+    (3, 1, 1, False), (1, 2, 0, False), (1, 1, 1, False), (1, 1, 0, True)])
+def test_other_layers_keep_their_images(R, stride, padding, strided_x):
+    """Taps of a 3x3 filter, strides and padding cross image rows: those layers keep their
+    (N, P, Q) boxes, as does an x whose pixels are not one run of memory (a slice of a batch
+    with a gap)."""
+    x = torch.randn(4, 8, 6, 6).to(memory_format=torch.channels_last)
+    if strided_x:
+        x = x[:, :, :, :4]
+    w = torch.randn(8, 8, R, R).to(memory_format=torch.channels_last)
+    y = torch.nn.functional.conv2d(x, w, stride=stride, padding=padding).to(
+        memory_format=torch.channels_last)
+    x_rows, y_rows = conv_hopper.pixels_in_one_row(x, w, y, stride, padding)
+    assert x_rows is x and y_rows is y
+
+
 def _layer(C=64, K=64, dtype=torch.float16, R=3):
     x = torch.zeros(1, C, 8, 8, dtype=dtype).to(memory_format=torch.channels_last)
     w = torch.zeros(K, C, R, R, dtype=dtype).to(memory_format=torch.channels_last)

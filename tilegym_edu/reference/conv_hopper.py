@@ -16,7 +16,8 @@ pixels one tap reads for a box of output pixels are again a box.
 
 The price is the box's shape: a tile of output pixels is a rectangle of whole boxes, so a layer
 whose P or Q is not a multiple of BOX_H or BOX_W computes rows it never stores (the TMA store
-drops them). ``box_shape`` picks, for a BLOCK_M, the box with the least such waste. And the
+drops them). ``box_shape`` picks, for a BLOCK_M, the box with the least such waste; a 1x1 layer
+of stride 1 takes its pixels as one row instead (``pixels_in_one_row``). And the
 launch: building three tensor descriptors in Python takes about 0.1 ms of the host's time, longer
 than a ResNet-50 layer takes on the GPU, so the kernel pays where it runs in a CUDA graph.
 
@@ -263,12 +264,33 @@ def reduce_splits(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def pixels_in_one_row(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
+                      padding: Pair) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and y as one image of one row of pixels, (1, C, 1, N·H·W) and (1, K, 1, N·P·Q) views of
+    the same memory, for a 1x1 layer of stride 1 without padding: there the convolution is
+    y = x @ w^T over the pixels, whatever image or row they sit in. box_shape then cuts the
+    pixels into runs of BLOCK_M, the fewest tiles there can be, where boxes of an (N, P, Q)
+    grid may compute pixels no one stores: 32 images of 7 x 7 take 28 boxes of 64 (8 wide for
+    7) against 25 runs, 3 images of 14 x 14 take 12 against 10 (at 32 images of 14 x 14 both
+    take 98). Other layers, and an x whose pixels are not one run of memory, come back as
+    they are."""
+    pointwise = w.shape[2:] == (1, 1) and geometry(stride, padding, 1)[:2] == ((1, 1), (0, 0))
+    x_rows, y_rows = x.permute(0, 2, 3, 1), y.permute(0, 2, 3, 1)
+    if not (pointwise and x_rows.is_contiguous() and y_rows.is_contiguous()):
+        return x, y
+    return (x_rows.reshape(1, 1, -1, x.shape[1]).permute(0, 3, 1, 2),
+            y_rows.reshape(1, 1, -1, y.shape[1]).permute(0, 3, 1, 2))
+
+
 def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                          padding: Pair, dilation: Pair, config) -> torch.Tensor:
     """Run hopper_conv_kernel with ``config`` (HOPPER_CONV_NAMES) into the preallocated
     channels_last y; return y. The layer must pass :func:`hopper_conv_problem`; the box is
-    box_shape's for BLOCK_M. With SPLIT_K > 1 the kernel writes (SPLIT_K, N, P, Q, K) float32
-    partial sums and split_k's reduction kernel adds them, split 0 first, into y."""
+    box_shape's for BLOCK_M, over one row of pixels for a 1x1 layer (:func:`pixels_in_one_row`).
+    With SPLIT_K > 1 the kernel writes (SPLIT_K, N, P, Q, K) float32 partial sums and split_k's
+    reduction kernel adds them, split 0 first, into y."""
+    result = y
+    x, y = pixels_in_one_row(x, w, y, stride, padding)
     (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
     N, C, H, W = x.shape
     K, _, R, S = w.shape
@@ -288,7 +310,8 @@ def launch_hopper_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stri
         x_desc, w_desc, y_desc, N, P, Q, C, K, ph, pw, dh, dw, sh, sw, R, S=S, BOX_N=box_n,
         BOX_H=box_h, BOX_W=box_w, BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits,
         num_warps=config["num_warps"])
-    return reduce_splits(out, y)
+    reduce_splits(out, y)
+    return result
 
 
 #: a configuration's names
