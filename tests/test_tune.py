@@ -431,3 +431,55 @@ def test_a_space_of_paths_names_each_configuration_s_path_and_prunes_with_its_sp
                            resources) == "too wide"
     assert tune.path_prune(paths, tune.Config(BLOCK=64, PATH="wide"), {"N": 64}, resources) is None
     assert tune.path_prune(paths, tune.Config(WARPS=4, PATH="plain"), {"N": 1}, resources) is None
+
+
+def _fake_gpu(monkeypatch, host_ms):
+    """bench's timing replaced by a record of what gpu_measure asked for: host_ms(config name)
+    is each launch's host time, graph_replay tags a function as a replay, compare records the
+    names it was told were graphs."""
+    from tilegym_edu import bench
+    seen = {"estimated": [], "captured": [], "compared": []}
+    monkeypatch.setattr(bench, "host_time_ms",
+                        lambda fn, warmup_ms: seen["estimated"].append(fn()) or host_ms[fn()])
+    monkeypatch.setattr(bench, "graph_replay",
+                        lambda fn: seen["captured"].append(fn()) or (lambda: ("replay", fn())))
+
+    def compare(fns, graph_below_ms, graphed, **options):
+        assert graph_below_ms == 0, "compare must not decide again"
+        seen["compared"].append({name: name in graphed for name in fns})
+        return [bench.Measurement(name, (1.0,)) for name in fns]
+    monkeypatch.setattr(bench, "compare", compare)
+    return seen
+
+
+def test_a_race_times_every_config_the_same_way_in_every_round(monkeypatch):
+    """One decision a race, kept: a launch near the 0.1 ms threshold is not timed as a graph in
+    one round and as plain launches in the next (the H200's race of 2026-12-04, runs 21 and
+    23)."""
+    a, b, c = (tune.Config(BLOCK=n) for n in (1, 2, 3))
+    seen = _fake_gpu(monkeypatch, {str(a): 0.08, str(b): 0.12, str(c): 0.3})  # around 0.1 ms
+    measure = tune.gpu_measure(str)                  # launch(config) returns the config's name
+    assert set(measure([a, b, c])) == {a, b, c}
+    measure([a, b])
+    measure([a])
+    assert seen["estimated"] == [str(a), str(b), str(c)]   # once, at the first round
+    assert seen["captured"] == [str(a), str(b), str(c)]    # one graph each, replayed after
+    assert seen["compared"] == [{str(a): True, str(b): True, str(c): True},
+                                {str(a): True, str(b): True}, {str(a): True}]
+
+
+def test_a_race_whose_first_launch_is_long_runs_every_candidate_as_it_is(monkeypatch):
+    a, b = tune.Config(BLOCK=1), tune.Config(BLOCK=2)
+    seen = _fake_gpu(monkeypatch, {str(a): 0.5, str(b): 0.05})
+    measure = tune.gpu_measure(str)
+    measure([a])          # the too-small-to-tune check measures the default alone first
+    measure([a, b])
+    assert seen["captured"] == [] and seen["estimated"] == [str(a)]
+    assert seen["compared"] == [{str(a): False}, {str(a): False, str(b): False}]
+
+
+def test_a_race_told_to_graph_everything_estimates_nothing(monkeypatch):
+    a = tune.Config(BLOCK=1)
+    seen = _fake_gpu(monkeypatch, {})
+    tune.gpu_measure(str, graph_below_ms=float("inf"))([a])
+    assert seen["estimated"] == [] and seen["captured"] == [str(a)]

@@ -145,7 +145,7 @@ def recover_from_failed_capture(rng_state: torch.Generator) -> None:
     torch.cuda.synchronize()
 
 
-def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
+def graph_replay(fn: Callable[[], object]) -> Callable[[], object] | None:
     """``fn`` captured in a CUDA graph (replaying it relaunches the same work), or None if
     ``fn`` cannot be captured (it synchronizes, runs host code that must run every time, or
     works on other threads, as autograd's backward does)."""
@@ -165,8 +165,10 @@ def _graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
     return graph.replay
 
 
-def _estimate_ms(fn: Callable[[], object], warmup_ms: float) -> float:
-    """Warm ``fn`` up for about ``warmup_ms`` (at least twice); return its mean time per call."""
+def host_time_ms(fn: Callable[[], object], warmup_ms: float) -> float:
+    """Warm ``fn`` up for about ``warmup_ms`` (at least twice); return its mean time per call
+    (ms) seen from the host, launch and synchronization included: what compare() holds
+    against ``graph_below_ms``."""
     fn()
     torch.cuda.synchronize()
     calls, start = 0, time.perf_counter()
@@ -182,13 +184,13 @@ def _estimate_ms(fn: Callable[[], object], warmup_ms: float) -> float:
 def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms: float,
               flush_l2: bool, max_runs: int, graph_below_ms: float,
               already_graphed: frozenset[str]) -> tuple[dict[str, list[float]], dict[str, bool]]:
-    estimates = {name: _estimate_ms(fn, warmup_ms) for name, fn in fns.items()}
+    estimates = {name: host_time_ms(fn, warmup_ms) for name, fn in fns.items()}
     runners, graphed = {}, {}
     for name, fn in fns.items():
         if name in already_graphed:
             runners[name], graphed[name] = fn, True
             continue
-        replay = _graphed(fn) if estimates[name] < graph_below_ms else None
+        replay = graph_replay(fn) if estimates[name] < graph_below_ms else None
         runners[name], graphed[name] = (replay, True) if replay else (fn, False)
     runs = max(5, min(max_runs, int(rep_ms / max(sum(estimates.values()), 1e-3))))
     flush = _flush_buffer() if flush_l2 else None

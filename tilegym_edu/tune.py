@@ -36,6 +36,7 @@ import hashlib
 import inspect
 import itertools
 import json
+import math
 import os
 import statistics
 import time
@@ -431,13 +432,31 @@ def clear_cache() -> None:
 def gpu_measure(launch: Callable[[Config], object],
                 graph_below_ms: float = bench.GRAPH_THRESHOLD_MS) -> Measure:
     """Timing samples on the GPU: each round times every config five times, interleaved,
-    L2 flushed before each run (tilegym_edu.bench rules). A launch whose host time is under
-    ``graph_below_ms`` is timed as a CUDA graph (bench.compare): raise it to race what the GPU
-    does when some paths spend longer in Python than their kernels take."""
+    L2 flushed before each run (tilegym_edu.bench rules). Every config of a race is timed the
+    same way, in every round: as a replayed CUDA graph (captured once, at its first round) when
+    the first configs measured take under ``graph_below_ms`` a launch seen from the host
+    (bench.compare's rule; raise it to race what the GPU does when some paths spend longer in
+    Python than their kernels take), else as plain launches. bench.compare decides per
+    function and per call, which suits one table but not a race of many calls: on the H200
+    (2026-12-04, run 23) 15 of 26 depthwise candidates, whose launches took 0.12-0.19 ms of
+    host time around the 0.1 ms threshold, were timed as graphs in one round and as plain
+    launches in another, and a race picked a configuration 1.31x slower than ones it had
+    dropped (docs/results/h200-2026-12-04-conv-shapes-run-21.md)."""
+    runners: dict[Config, Callable[[], object]] = {}
+    graphs: dict[Config, bool] = {}
+    as_graphs: list[bool] = []  # the race's one decision, taken at its first call
+
     def measure(configs: Sequence[Config]) -> dict[Config, list[float]]:
-        fns = {str(c): (lambda c=c: launch(c)) for c in configs}
-        results = bench.compare(fns, warmup_ms=2, rep_ms=1, max_runs=5,
-                                graph_below_ms=graph_below_ms)
+        new = {c: (lambda c=c: launch(c)) for c in configs if c not in runners}
+        if new and not as_graphs:
+            as_graphs.append(graph_below_ms == math.inf or min(
+                bench.host_time_ms(fn, warmup_ms=2) for fn in new.values()) < graph_below_ms)
+        for c, fn in new.items():
+            replay = bench.graph_replay(fn) if as_graphs[0] else None
+            runners[c], graphs[c] = replay or fn, replay is not None
+        results = bench.compare({str(c): runners[c] for c in configs}, warmup_ms=2, rep_ms=1,
+                                max_runs=5, graph_below_ms=0,
+                                graphed=[str(c) for c in configs if graphs[c]])
         by_name = {m.name: m for m in results}
         return {c: list(by_name[str(c)].times_ms) for c in configs}
     return measure

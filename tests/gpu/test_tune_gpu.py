@@ -1,12 +1,13 @@
 """tilegym_edu.tune on a real GPU: a level-1 search of the reference pipelined matmul times
 every candidate, records the clocks, picks a correct configuration and is cached; a
-configuration the compiler refuses is recorded as failed; this GPU's limits prune."""
+configuration the compiler refuses is recorded as failed; this GPU's limits prune; a race
+times each candidate the same way in every round."""
 import time
 
 import pytest
 import torch
 
-from tilegym_edu import tune
+from tilegym_edu import bench, tune
 from tilegym_edu.reference import pipelined
 
 
@@ -69,3 +70,19 @@ def test_a_problem_that_runs_in_microseconds_is_not_tuned():
     trials = [(str(t.config), t.status, t.median_ms) for t in result.trials[:3]]
     assert result.config == pipelined.PIPELINED_SPACE.default and "not tuned" in result.note, (
         result.config, result.note, trials)
+
+
+def test_a_race_captures_each_candidate_once_and_replays_it_every_round(monkeypatch):
+    """gpu_measure decides once a race how to time its candidates: each short launch becomes a
+    CUDA graph at its first round and that graph is what every later round replays."""
+    captured, real = [], bench.graph_replay
+    monkeypatch.setattr(bench, "graph_replay", lambda fn: captured.append(fn) or real(fn))
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    configs = [tune.Config(SCALE=s) for s in (1.0, 2.0, 3.0)]
+    measure = tune.gpu_measure(lambda c: torch.mul(x, c["SCALE"], out=y))
+    for alive in (configs, configs[:2], configs[:1]):
+        samples = measure(alive)
+        assert set(samples) == set(alive)
+        assert all(len(times) == 5 and min(times) > 0 for times in samples.values())
+    assert len(captured) == 3
