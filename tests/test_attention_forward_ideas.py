@@ -54,13 +54,13 @@ def exp2_poly(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-def test_the_polynomial_is_within_1e_4_of_exp2_down_to_the_clamp():
+def test_the_polynomial_is_within_1_5e_4_of_exp2_down_to_the_clamp():
     x = torch.linspace(-126, 0, 2**16, dtype=torch.float32, device=device.DEVICE)
     x = torch.cat([x, torch.tensor([0.0, -0.5, -0.25, -1.5, -2.5, -125.5, -126.0],
                                    device=device.DEVICE)])
     exact = np.exp2(x.double().cpu().numpy())
     relative = np.abs(exp2_poly(x).double().cpu().numpy() / exact - 1)
-    normal = x.cpu().numpy() > -125.5     # below, the result's exponent field reaches 0
+    normal = x.cpu().numpy() > -125.5     # at -126 the result's exponent field reaches 0
     assert relative[normal].max() < 7.6e-5   # the polynomial's own 7.48e-5 on [-0.5, 0.5]
     assert relative.max() < 1.5e-4
 

@@ -46,18 +46,20 @@ def test_a_pointwise_layer_is_one_row_of_pixels_over_the_same_memory(N, C, H, W,
     assert conv_hopper.box_shape(64, *y_rows.shape[:1], *y_rows.shape[2:]) == (1, 1, 64)
 
 
-@pytest.mark.parametrize("R, stride, padding, strided_x", [
-    (3, 1, 1, False), (1, 2, 0, False), (1, 1, 1, False), (1, 1, 0, True)])
-def test_other_layers_keep_their_images(R, stride, padding, strided_x):
+@pytest.mark.parametrize("R, stride, padding, sliced", [
+    (3, 1, 1, None), (1, 2, 0, None), (1, 1, 1, None), (1, 1, 0, "x"), (1, 1, 0, "y")])
+def test_other_layers_keep_their_images(R, stride, padding, sliced):
     """Taps of a 3x3 filter, strides and padding cross image rows: those layers keep their
-    (N, P, Q) boxes, as does an x whose pixels are not one run of memory (a slice of a batch
-    with a gap)."""
+    (N, P, Q) boxes, as does an x or a y whose pixels are not one run of memory (a slice with
+    gaps between its rows)."""
     x = torch.randn(4, 8, 6, 6).to(memory_format=torch.channels_last)
-    if strided_x:
+    if sliced == "x":
         x = x[:, :, :, :4]
     w = torch.randn(8, 8, R, R).to(memory_format=torch.channels_last)
     y = torch.nn.functional.conv2d(x, w, stride=stride, padding=padding).to(
         memory_format=torch.channels_last)
+    if sliced == "y":
+        y = torch.empty(4, 8, 6, 8).to(memory_format=torch.channels_last)[:, :, :, :6]
     x_rows, y_rows = conv_hopper.pixels_in_one_row(x, w, y, stride, padding)
     assert x_rows is x and y_rows is y
 

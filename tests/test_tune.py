@@ -483,3 +483,23 @@ def test_a_race_told_to_graph_everything_estimates_nothing(monkeypatch):
     seen = _fake_gpu(monkeypatch, {})
     tune.gpu_measure(str, graph_below_ms=float("inf"))([a])
     assert seen["estimated"] == [] and seen["captured"] == [str(a)]
+
+
+def test_a_race_with_a_config_that_cannot_be_captured_times_every_config_plainly(monkeypatch):
+    """Graphs for some and plain launches for others would be the mix gpu_measure is there to
+    prevent: one config that cannot be captured (it synchronizes, say) makes the race plain."""
+    from tilegym_edu import bench
+    a, b, c = (tune.Config(BLOCK=n) for n in (1, 2, 3))
+    seen = _fake_gpu(monkeypatch, {str(a): 0.05, str(b): 0.05, str(c): 0.05})
+    monkeypatch.setattr(bench, "graph_replay",
+                        lambda fn: None if fn() == str(b) else (lambda: ("replay", fn())))
+    measure = tune.gpu_measure(str)
+    measure([a, b, c])
+    measure([a, c])
+    assert seen["compared"] == [{str(a): False, str(b): False, str(c): False},
+                                {str(a): False, str(c): False}]
+
+
+def test_the_cache_key_names_the_race_rules():
+    key = tune.cache_key(pipelined.pipelined_matmul_kernel, {"M": 1}, 1, [cfg(64)])
+    assert key.endswith(f"| races {tune.RACE_RULES}")

@@ -317,15 +317,21 @@ def _device_identity() -> str:
     return f"{gpu} | triton {triton.__version__}"
 
 
+#: the version of the race's rules in cache keys: 2 since races time every candidate one
+#: way (gpu_measure); winners of version 1's races, which could mix graphs and plain launches,
+#: are tuned again
+RACE_RULES = 2
+
+
 def cache_key(kernel: object, problem: Mapping[str, object], level: int,
               configs: Sequence[Config]) -> str:
-    """What a cached result depends on: GPU, driver, Triton, kernel source, problem, level
-    and the candidates (a changed search space tunes again)."""
+    """What a cached result depends on: GPU, driver, Triton, kernel source, problem, level,
+    the candidates (a changed search space tunes again) and RACE_RULES."""
     digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
     space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
     shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
     return (f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} "
-            f"| level {level} | space {space}")
+            f"| level {level} | space {space} | races {RACE_RULES}")
 
 
 def cache_path() -> Path:
@@ -431,32 +437,42 @@ def clear_cache() -> None:
 
 def gpu_measure(launch: Callable[[Config], object],
                 graph_below_ms: float = bench.GRAPH_THRESHOLD_MS) -> Measure:
-    """Timing samples on the GPU: each round times every config five times, interleaved,
-    L2 flushed before each run (tilegym_edu.bench rules). Every config of a race is timed the
-    same way, in every round: as a replayed CUDA graph (captured once, at its first round) when
-    the first configs measured take under ``graph_below_ms`` a launch seen from the host
-    (bench.compare's rule; raise it to race what the GPU does when some paths spend longer in
-    Python than their kernels take), else as plain launches. bench.compare decides per
-    function and per call, which suits one table but not a race of many calls: on the H200
-    (2026-12-04, run 23) 15 of 26 depthwise candidates, whose launches took 0.12-0.19 ms of
-    host time around the 0.1 ms threshold, were timed as graphs in one round and as plain
-    launches in another, and a race picked a configuration 1.31x slower than ones it had
-    dropped (docs/results/h200-2026-12-04-conv-shapes-run-21.md)."""
+    """Timing samples on the GPU for one race of ``launch`` (one measure a launch and a race:
+    its graphs replay the tensors the launch read when they were captured): each round times
+    every config five times, interleaved, L2 flushed before each run (tilegym_edu.bench
+    rules), and every config the same way in every round. The race is timed as CUDA-graph
+    replays, each config's graph captured at its first round, when the fastest launch of the
+    first call takes under ``graph_below_ms`` seen from the host (autotune's first call is its
+    too-small check of the default configuration alone); else, or when any config cannot be
+    captured, as plain launches. Configs no longer asked for (dropped) release their graphs.
+
+    Why one decision a race: bench.compare decides per function and per call, and the race
+    called it once a round, so one round could mix both ways and two rounds could time one
+    config both ways. On the H200 (2026-12-04, h200-2026-12-04-gpu-run-23-tuner-race.log)
+    MobileNetV2's 112² depthwise launches took 0.12-0.19 ms of host time (three estimates
+    each) for 0.04-0.09 ms of GPU work; in four rounds 15 of 26 candidates were timed as graphs
+    in one round and as plain launches in another. Run 21's race on that layer had picked a
+    configuration whose GPU time was 1.21x the best one's."""
     runners: dict[Config, Callable[[], object]] = {}
-    graphs: dict[Config, bool] = {}
-    as_graphs: list[bool] = []  # the race's one decision, taken at its first call
+    as_graphs: bool | None = None   # the race's one decision, taken at its first call
 
     def measure(configs: Sequence[Config]) -> dict[Config, list[float]]:
+        nonlocal as_graphs
+        for gone in [c for c in runners if c not in configs]:
+            del runners[gone]
         new = {c: (lambda c=c: launch(c)) for c in configs if c not in runners}
-        if new and not as_graphs:
-            as_graphs.append(graph_below_ms == math.inf or min(
-                bench.host_time_ms(fn, warmup_ms=2) for fn in new.values()) < graph_below_ms)
+        if new and as_graphs is None:
+            as_graphs = graph_below_ms == math.inf or min(
+                bench.host_time_ms(fn, warmup_ms=2) for fn in new.values()) < graph_below_ms
         for c, fn in new.items():
-            replay = bench.graph_replay(fn) if as_graphs[0] else None
-            runners[c], graphs[c] = replay or fn, replay is not None
+            replay = bench.graph_replay(fn) if as_graphs else None
+            if as_graphs and replay is None:   # one config cannot be captured: none is
+                as_graphs = False
+                runners.update({old: (lambda old=old: launch(old)) for old in runners})
+            runners[c] = replay or fn
         results = bench.compare({str(c): runners[c] for c in configs}, warmup_ms=2, rep_ms=1,
                                 max_runs=5, graph_below_ms=0,
-                                graphed=[str(c) for c in configs if graphs[c]])
+                                graphed=[str(c) for c in configs] if as_graphs else [])
         by_name = {m.name: m for m in results}
         return {c: list(by_name[str(c)].times_ms) for c in configs}
     return measure

@@ -1,5 +1,7 @@
-"""Session 2026-12-04 (fifth), run 24: the tuner's race with RACE_GRAPH_BELOW_MS (every
-candidate a CUDA graph where the first launches take under 1 ms of host time) on MobileNetV2's
+"""Session 2026-12-04 (fifth), run 24: the tuner's race with RACE_GRAPH_BELOW_MS, a default
+tried in that run and dropped after run 25 (every candidate a CUDA graph where the first
+launches take under 1 ms of host time; the committed code races the depthwise kernels as graphs
+by benchmarks/conv_groups.py's graph_below_ms=math.inf) on MobileNetV2's
 depthwise 112² (stride 2) and 14² layers: each candidate's GPU time as a graph, 300 ms each (the
 ranking), then tune.autotune three times without a cache, and where its winners rank."""
 import tilegym_edu  # noqa
