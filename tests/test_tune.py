@@ -503,3 +503,10 @@ def test_a_race_with_a_config_that_cannot_be_captured_times_every_config_plainly
 def test_the_cache_key_names_the_race_rules():
     key = tune.cache_key(pipelined.pipelined_matmul_kernel, {"M": 1}, 1, [cfg(64)])
     assert key.endswith(f"| races {tune.RACE_RULES}")
+
+
+def test_a_program_that_overflows_shared_memory_is_refused_with_both_sizes():
+    gpu = tune.Resources(shared_bytes=227 * 1024)
+    assert gpu.shared_memory_problem(227 * 1024) == ""
+    assert gpu.shared_memory_problem(228 * 1024) == (
+        "needs 228 KiB of shared memory, the GPU offers 227 KiB per block")

@@ -120,6 +120,14 @@ class Resources:
         shared = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
         return cls(shared_bytes=int(shared))
 
+    def shared_memory_problem(self, needed_bytes: int) -> str:
+        """Why a program needing ``needed_bytes`` of shared memory cannot launch on this GPU
+        ("" when it fits): a prune's reason."""
+        if needed_bytes <= self.shared_bytes:
+            return ""
+        return (f"needs {needed_bytes // 1024} KiB of shared memory, the GPU offers "
+                f"{self.shared_bytes // 1024} KiB per block")
+
 
 #: prune(config, problem, resources) -> why the config cannot run here, or None if it can
 Prune = Callable[[Config, Mapping[str, object], Resources], "str | None"]

@@ -305,10 +305,8 @@ def halo_conv_prune(config, problem, resources) -> str | None:
     if plan.taps0 == 1:
         return (f"the filter has one tap along the halo axis ({config['ORDER'][0]}): nothing "
                 "to share")
-    needed = halo_shared_bytes(config, plan.taps0, 2)  # float16 or bfloat16
-    if needed > resources.shared_bytes:
-        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
-                f"{resources.shared_bytes // 1024} KiB per block")
+    if overflow := resources.shared_memory_problem(halo_shared_bytes(config, plan.taps0, 2)):
+        return overflow  # float16 or bfloat16
     wide = twice_the_output_channels(config, problem)
     if wide:
         return wide

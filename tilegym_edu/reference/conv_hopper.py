@@ -352,10 +352,8 @@ def hopper_conv_prune(config, problem, resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races): its tiles overflow
     shared memory, its BLOCK_N is twice the output channels or more (half the tile computes
     nothing), or, strided along W, its BLOCK_K does not divide C."""
-    needed = shared_bytes(config, 2)  # float16 or bfloat16
-    if needed > resources.shared_bytes:
-        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
-                f"{resources.shared_bytes // 1024} KiB per block")
+    if overflow := resources.shared_memory_problem(shared_bytes(config, 2)):  # fp16 or bf16
+        return overflow
     wide = twice_the_output_channels(config, problem)
     if wide:
         return wide

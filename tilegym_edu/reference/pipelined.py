@@ -205,9 +205,8 @@ def matmul_prune(config: Mapping[str, int], problem: Mapping[str, object],
     spill to slow local memory)."""
     split = config.get("EPILOGUE_SPLIT")
     needed = matmul_shared_bytes(config, ELEMENT_BYTES[str(problem["dtype"])], split)
-    if needed > resources.shared_bytes:
-        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
-                f"{resources.shared_bytes // 1024} KiB per block")
+    if overflow := resources.shared_memory_problem(needed):
+        return overflow
     accumulator = config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"])
     if accumulator > MAX_ACCUMULATOR_REGISTERS:
         return (f"accumulator takes {accumulator} registers per thread "

@@ -96,10 +96,7 @@ def skinny_prune(config, problem, resources) -> str | None:
                 f"steps of {config['BLOCK_K']} each")
     needed = matmul_shared_bytes({**config, "BLOCK_M": SKINNY_ROWS},
                                  ELEMENT_BYTES[str(problem["dtype"])])
-    if needed > resources.shared_bytes:
-        return (f"needs {needed // 1024} KiB of shared memory, the GPU offers "
-                f"{resources.shared_bytes // 1024} KiB per block")
-    return None
+    return resources.shared_memory_problem(needed) or None
 
 
 #: level 1: column blocks of 64 to 256, K in 1 to 16 ranges, so that from a 2048-wide to a
