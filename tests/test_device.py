@@ -63,6 +63,29 @@ def test_info_is_none_in_interpreter_mode():
     assert device.info() is None
 
 
+def test_info_asks_the_driver_once_a_process(monkeypatch):
+    """device.info() sits on launch paths (persistent grids, the tuner's keys): uncached, its
+    nvidia-smi call cost 25 ms a launch on the H200 (run 26, 2026-12-04)."""
+    asked = []
+
+    class Props:
+        name, major, minor, multi_processor_count = "NVIDIA H200", 9, 0, 132
+        total_memory, L2_cache_size = 141 * 2**30, 60 * 2**20
+
+    def properties(index):
+        asked.append(("properties", index))
+        return Props
+    monkeypatch.setattr(device, "ON_GPU", True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(device, "driver_version", lambda index=0: asked.append("driver") or "580.1")
+    device.info.cache_clear()
+    try:
+        assert [device.info().sm_count for _ in range(3)] == [132] * 3
+        assert asked == [("properties", 0), "driver"]
+    finally:
+        device.info.cache_clear()
+
+
 @interpreter_only
 def test_banner_says_interpreter_mode():
     text = device.banner()

@@ -108,7 +108,6 @@ class DeviceInfo:
                 f"driver {self.driver})")
 
 
-@functools.lru_cache(maxsize=None)
 @functools.cache
 def has_tma(gpu: torch.device) -> bool:
     """Whether the GPU ``gpu`` has TMA, the tensor-memory accelerator tensor descriptors need
@@ -117,6 +116,7 @@ def has_tma(gpu: torch.device) -> bool:
     return torch.cuda.get_device_capability(gpu) >= (9, 0)
 
 
+@functools.cache
 def info(index: int = 0) -> DeviceInfo | None:
     """Facts about GPU ``index``, or None in interpreter mode. Read once per process (the
     driver version comes from nvidia-smi, which takes tens of milliseconds)."""
