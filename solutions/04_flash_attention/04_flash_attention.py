@@ -1216,8 +1216,12 @@ cases = [
      "blocks": (32, 16)},
     {"batch": 1, "heads": 1, "seq": 130, "head_dim": 128, "dtype": torch.float16, "causal": True},
 ]
+# float32 gets 1e-2, not 3e-3: on a GPU tl.dot rounds float32 to tf32, and P = exp(s - lse)
+# carries a score's rounding error whole, against an lse the grader computed in float64 (with one
+# key nothing averages it out: 3.3e-3 on an H200 for one seed of the seq=1 case)
+TF32_BACKWARD = {torch.float32: 1e-2}
 grading.assert_correct(flat_gradients, backward_definition, make_backward_inputs, cases,
-                       seeds=(0, 1), allow=("cat",))
+                       seeds=(0, 1), allow=("cat",), tolerances=TF32_BACKWARD)
 ### BEGIN HIDDEN TESTS
 hidden_cases = [
     {"batch": 2, "heads": 1, "seq": 50, "head_dim": 32, "dtype": torch.float16,
@@ -1226,7 +1230,7 @@ hidden_cases = [
      "blocks": (16, 32)},
 ]
 grading.assert_correct(flat_gradients, backward_definition, make_backward_inputs, hidden_cases,
-                       seeds=(11,), allow=("cat",))
+                       seeds=(11,), allow=("cat",), tolerances=TF32_BACKWARD)
 ### END HIDDEN TESTS
 
 # %% id="cell-47" nbgrader={"grade": true, "grade_id": "test_backward_vs_best_sdpa", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
