@@ -191,6 +191,36 @@ TABLE = tomllib.loads(THRESHOLDS.read_text())
 ROWS = [(lesson, name) for lesson, rows in TABLE.items() for name in rows]
 
 
+def _scripted_pending(monkeypatch, candidate_us, idle_us):
+    """grading._pending_us replaced: the candidate's tries return (own, left) from candidate_us
+    in turn, the empty steps in between (0, idle) from idle_us."""
+    candidate_us, idle_us = list(candidate_us), list(idle_us)
+
+    def pending(step):
+        return (0.0, idle_us.pop(0)) if step() is None else candidate_us.pop(0)
+    monkeypatch.setattr(grading, "_pending_us", pending)
+
+
+def test_work_left_behind_is_measured_against_an_idle_synchronize(monkeypatch):
+    # lesson 05's honest conv2d in a notebook's kernel (run 27): 35 µs left after 235 µs of its
+    # own, where a synchronize with nothing to wait for takes 30 µs
+    _scripted_pending(monkeypatch, [(235.0, 35.0), (234.0, 38.0), (236.0, 36.0)], [30.0] * 3)
+    grading.assert_no_work_left_behind(lambda: "y", ())
+
+
+def test_work_left_on_a_side_stream_fails_and_says_what_to_do(monkeypatch):
+    # the whole kernel on a side stream: 5 µs on the current stream, 300 µs left after it
+    _scripted_pending(monkeypatch, [(5.0, 300.0), (5.0, 310.0), (6.0, 305.0)], [12.0, 30.0, 11.0])
+    with pytest.raises(AssertionError, match=r"still busy 300 µs .* nothing to wait for took 11 µs"
+                       r".*another CUDA stream.*wait_stream"):
+        grading.assert_no_work_left_behind(lambda: "y", ())
+
+
+def test_one_slow_synchronize_is_not_work_left_behind(monkeypatch):
+    _scripted_pending(monkeypatch, [(100.0, 400.0), (100.0, 14.0), (100.0, 15.0)], [11.0] * 3)
+    grading.assert_no_work_left_behind(lambda: "y", ())
+
+
 def test_threshold_reads_the_table_row():
     limit = grading.threshold("00_getting_started", "silu_mul_bandwidth")
     row = TABLE["00_getting_started"]["silu_mul_bandwidth"]
