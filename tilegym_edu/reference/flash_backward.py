@@ -18,6 +18,7 @@ buffer by atomics: five matmuls a pair of blocks where these kernels take seven)
 in Triton on the H200, 0.58-0.78x these kernels' speed, whether dq went by atomics or TMA
 reductions; `benchmarks/attention_backward_ideas.py` measures why.
 """
+import functools
 import math
 
 import torch
@@ -26,9 +27,10 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference import flash_hopper
+from tilegym_edu.reference import flash_backward_hopper, flash_hopper
 from tilegym_edu.reference.flash import block_d, descriptors_fit, flash_forward, kv_descriptors
-from tilegym_edu.tune import SearchSpace, TuneResult, autotune, configs_from_rows
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
+                              configs_from_rows, path_configs, path_prune, split_path)
 
 
 @triton.jit
@@ -248,15 +250,36 @@ def stream_descriptors(a: torch.Tensor, b: torch.Tensor, block: int, columns: in
     return kv_descriptors(a, b, block, columns)
 
 
+def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
+    """One (kernels, search space, launch(config)) of several: each path's (kernel or
+    KernelGroup, space, launch), raced as one space whose configurations name their PATH; the
+    first path's default is the default, and a configuration without PATH runs "triton"."""
+    spaces = {path: space for path, (_, space, _) in paths.items()}
+    candidates = path_configs(spaces)
+    kernels = [k for kernel, _, _ in paths.values()
+               for k in getattr(kernel, "kernels", (kernel,))]
+
+    def launch(config):
+        path, options = split_path({"PATH": "triton", **config})
+        paths[path][2](Config(**options))
+    return (KernelGroup(name, kernels),
+            SearchSpace(default=candidates[0], small=candidates[1:],
+                        prune=functools.partial(path_prune, spaces)),
+            launch)
+
+
 def backward_launchers(q, k, v, o, lse, do, causal: bool):
     """((dq, dk, dv), launchers) for the backward of o = flash_forward(q, k, v, causal) with
     log-sum-exp lse and output gradient do (any strides, last dimension contiguous): delta
     computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
     launch(config)) triple whose launch fills its gradients. The streamed blocks go by tensor
     descriptors where stream_descriptors can make them (do is copied to q's layout first
-    where q's would stream so and do's would not)."""
+    where q's would stream so and do's would not). Where flash_backward_hopper's Gluon kernels
+    take the inputs (backward_fits), each triple races them against the Triton kernel."""
     streams_q = descriptors_fit(q) and q.shape[2] % min(DKDV_SPACE.grid["BLOCK_M"]) == 0
-    if do.stride(-1) != 1 or (streams_q and not descriptors_fit(do)):
+    gluon = flash_backward_hopper.backward_fits(q, k, v, lse)
+    if (do.stride(-1) != 1 or (streams_q and not descriptors_fit(do))
+            or (gluon and not do.is_contiguous())):
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
     seq_k, group = k.shape[2], heads // k.shape[1]
@@ -286,8 +309,20 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
                               *head_strides(q, k, v, do, dq), *shared, **constants,
                               STREAM_DESCRIPTORS=streams is not None, **config)
 
-    return (dq, dk, dv), {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
-                          "dq": (flash_dq_kernel, DQ_SPACE, launch_dq)}
+    launchers = {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
+                 "dq": (flash_dq_kernel, DQ_SPACE, launch_dq)}
+    if gluon:
+        G = flash_backward_hopper
+        gluon_paths = {
+            "dkdv": (KernelGroup("gluon_dkdv", (G.dkdv_one_kernel, G.dkdv_ws_kernel)),
+                     G.DKDV_SPACE,
+                     lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
+            "dq": (G.dq_kernel, G.DQ_SPACE,
+                   lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
+        launchers = {name: _path_race(f"flash_{name}_paths",
+                                      {"gluon": gluon_paths[name], "triton": launchers[name]})
+                     for name in launchers}
+    return (dq, dk, dv), launchers
 
 
 def tune_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:

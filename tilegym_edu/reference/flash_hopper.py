@@ -546,7 +546,7 @@ HOPPER_SPACE = SearchSpace(
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", (hopper_flash_kernel, hopper_flash_ws_kernel))
 
 
-def _descriptor(t: torch.Tensor, rows: int):
+def rows_descriptor(t: torch.Tensor, rows: int):
     """t (batch, heads, seq, head_dim) as a TMA descriptor over its rows, blocks of ``rows``."""
     block = [rows, t.shape[-1]]
     layout = gl.NVMMASharedLayout.get_default_for(block, getattr(gl, str(t.dtype).split(".")[1]))
@@ -568,13 +568,13 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
             k.shape[2], LOG2E / math.sqrt(head_dim))
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
-    descriptors = (_descriptor(k, block_n), _descriptor(v, block_n))
+    descriptors = (rows_descriptor(k, block_n), rows_descriptor(v, block_n))
     if schedule == "one":
-        hopper_flash_kernel[(n_tiles,)](_descriptor(q, block_m), *descriptors, *args, **options)
+        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, **options)
         return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
-    hopper_flash_ws_kernel[(programs,)](_descriptor(q, CONSUMER_ROWS.value), *descriptors, *args,
-                                        n_tiles, PARTIAL=seq_q % block_m != 0, **options)
+    hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
+                                        *args, n_tiles, PARTIAL=seq_q % block_m != 0, **options)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:

@@ -1,0 +1,86 @@
+"""The Gluon backward for Hopper (reference/flash_backward_hopper.py), every configuration the
+tuner races, on a GPU of compute capability 9.x: dk, dv and dq against float64 autograd, head
+sizes 64 and 128, causal and not, float16 (and bfloat16 on one shape); and flash_backward, which
+races them against its Triton kernels, tuned afresh."""
+import pytest
+import torch
+
+from tilegym_edu.check import TOLERANCES, relative_error
+from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper as G
+from tilegym_edu.tune import Config, KernelGroup
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="the Gluon backward is written for Hopper (compute capability 9.x) GPUs")
+
+#: (batch, heads, seq, head_dim): lengths multiples of 128, as backward_fits asks
+SHAPES = [(2, 4, 256, 64), (1, 2, 384, 128), (1, 2, 1024, 128)]
+
+
+def case(shape, dtype, causal, seed=0):
+    """q, k, v, do, o, lse (flash.py's forward), delta, and float64 autograd's dq, dk, dv."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v, do = (torch.randn(shape, device="cuda", generator=g).to(dtype) for _ in range(4))
+    o, lse = flash.flash_forward(q, k, v, causal)
+    delta = (o.float() * do.float()).sum(-1)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    flash.attention_reference(*leaves, causal).backward(do.double())
+    return (q, k, v, do, o, lse, delta), [t.grad for t in leaves]
+
+
+def assert_close(name, got, expected):
+    error = relative_error(got, expected)
+    assert error <= TOLERANCES[got.dtype], f"{name}: relative error {error:.2e}"
+
+
+def configs(space, prune, head_dim):
+    return [c for c in space.configs(level=1) if prune(c, {"head_dim": head_dim}, None) is None]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_dkdv_configuration_is_right(shape, causal):
+    (q, k, v, do, o, lse, delta), (_, dk_ref, dv_ref) = case(shape, torch.float16, causal)
+    assert G.backward_fits(q, k, v, lse)
+    for config in configs(G.DKDV_SPACE, G.dkdv_prune, shape[-1]):
+        dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
+        G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, config)
+        assert_close(f"dk {dict(config)}", dk, dk_ref)
+        assert_close(f"dv {dict(config)}", dv, dv_ref)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_dq_configuration_is_right(shape, causal):
+    (q, k, v, do, o, lse, delta), (dq_ref, _, _) = case(shape, torch.float16, causal)
+    for config in configs(G.DQ_SPACE, G.dq_prune, shape[-1]):
+        dq = torch.full_like(q, float("nan"))
+        G.launch_dq(q, k, v, lse, delta, do, dq, causal, config)
+        assert_close(f"dq {dict(config)}", dq, dq_ref)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_bfloat16(causal):
+    (q, k, v, do, o, lse, delta), (dq_ref, dk_ref, dv_ref) = case((1, 2, 1024, 128),
+                                                                   torch.bfloat16, causal)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, G.DKDV_SPACE.default)
+    G.launch_dq(q, k, v, lse, delta, do, dq, causal, G.DQ_SPACE.default)
+    for name, got, expected in (("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)):
+        assert_close(name, got, expected)
+
+
+def test_flash_backward_races_the_gluon_kernels_and_is_right(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    (q, k, v, do, o, lse, _), expected = case((2, 4, 1024, 128), torch.float16, True, seed=1)
+    _, launchers = flash_backward.backward_launchers(q, k, v, o, lse, do, True)
+    assert all(isinstance(kernel, KernelGroup) for kernel, _, _ in launchers.values())
+    for name, got, want in zip("dq dk dv".split(),
+                               flash_backward.flash_backward(q, k, v, o, lse, do, True), expected):
+        assert_close(name, got, want)
+    # a configuration without PATH (the Triton kernels' own) still runs the Triton kernels
+    fixed = {"dkdv": Config(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+             "dq": Config(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)}
+    for name, got, want in zip("dq dk dv".split(), flash_backward.flash_backward(
+            q, k, v, o, lse, do, True, configs=fixed), expected):
+        assert_close(f"{name} (Triton)", got, want)
