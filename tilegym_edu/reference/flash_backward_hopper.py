@@ -12,10 +12,10 @@ FlashAttention-3's shape: a producer warp and two consumer warpgroups of 64 keys
 q/dO block (dkdv_ws_kernel). dq (dq_kernel) is the forward's loop with dP added and no online
 softmax; causal grids run the longest query blocks first.
 
-On an H200 (2026-12-04, runs 28-29, docs/results/h200.md) the backward with both kernels ran
-0.86x cuDNN's at B4 H32 S4096 D128 (0.80x with the Triton kernels), 0.92x causal, 1.19x at B8
-H16 S2048 D64 causal and 1.02-1.09x elsewhere. dk/dv alone: 1.07-1.12x the Triton kernel; dq
-alone 1.1-1.3x.
+On an H200 (2026-12-04, docs/results/h200.md), flash_backward with these kernels in its race
+ran 0.85x cuDNN's backward at B4 H32 S4096 D128, 0.91x causal and 1.16x at B8 H16 S2048 D64
+causal, where its Triton kernels alone had run 0.80x, 0.81x and 0.93x (run 30). Alone, dk/dv
+ran 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29).
 
 Inputs as hopper_fits takes them for the forward (compute capability 9.x, Triton 3.6, head_dim
 64 or 128, float16 or bfloat16, contiguous, sequence lengths multiples of 128), and further one
