@@ -14,7 +14,7 @@ softmax; causal grids run the longest query blocks first.
 
 On an H200 (2026-12-04, docs/results/h200.md), flash_backward with these kernels in its race
 ran 0.85x cuDNN's backward at B4 H32 S4096 D128, 0.91x causal and 1.16x at B8 H16 S2048 D64
-causal, where its Triton kernels alone had run 0.80x, 0.81x and 0.93x (run 30). Alone, dk/dv
+causal (run 30), where its Triton kernels alone had run 0.80x, 0.81x and 0.93x (run c). Alone, dk/dv
 ran 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29).
 
 Inputs as hopper_fits takes them for the forward (compute capability 9.x, Triton 3.6, head_dim
