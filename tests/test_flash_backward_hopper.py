@@ -1,7 +1,7 @@
 """flash_backward_hopper without a GPU: its Gluon kernels run only on Hopper (tests/gpu/
-test_flash_backward_hopper_gpu.py), so here flash_backward must keep to its Triton kernels, the
-race of the two must run the path a configuration names, and the search spaces must keep the
-invariants the kernels rely on."""
+test_flash_backward_hopper_gpu.py), so here attention_backward must keep to the Triton kernels
+(and say why it refuses a Gluon configuration), the race of the two must run the path a
+configuration names, and the search spaces must keep the invariants the kernels rely on."""
 import pytest
 import torch
 
@@ -13,14 +13,40 @@ def tensors(shape, dtype=torch.float16):
     return [torch.zeros(shape, dtype=dtype) for _ in range(3)]
 
 
-def test_without_a_hopper_gpu_the_backward_runs_its_triton_kernels():
-    q, k, v = tensors((1, 2, 128, 64), torch.float32)
-    o, lse = flash.flash_forward(q, k, v, config=Config(BLOCK_M=16, BLOCK_N=16, num_warps=4,
-                                                        num_stages=1))
-    assert not flash_backward_hopper.backward_fits(q, k, v, lse)
-    _, launchers = flash_backward.backward_launchers(q, k, v, o, lse, torch.ones_like(o), False)
+SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
+
+
+def backward_case(shape=(1, 2, 128, 32), causal=True, seed=0):
+    """q, k, v (float32: the interpreter's tl.dot), o and lse of flash.py's forward, do."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v, do = (torch.randn(shape, generator=g) for _ in range(4))
+    o, lse = flash.flash_forward(q, k, v, causal, config=SMALL)
+    return q, k, v, o, lse, do
+
+
+def test_without_a_hopper_gpu_the_fastest_backward_is_flash_backward():
+    """Here (CPU tensors) backward_fits says no whatever the dtype, so attention_backward runs
+    the Triton kernels: the same gradients as flash_backward, on the same configurations."""
+    q, k, v, o, lse, do = backward_case()
+    assert not flash_backward_hopper.backward_fits(q.half(), k.half(), v.half(), lse)
+    configs = {"dkdv": SMALL, "dq": SMALL}
+    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
     assert launchers["dkdv"][0] is flash_backward.flash_dkdv_kernel
     assert launchers["dq"][0] is flash_backward.flash_dq_kernel
+    expected = flash_backward.flash_backward(q, k, v, o, lse, do, True, configs)
+    got = flash_backward.attention_backward(q, k, v, o, lse, do, True, configs)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    with_path = {name: Config(PATH="triton", **c) for name, c in configs.items()}
+    got = flash_backward.attention_backward(q, k, v, o, lse, do, True, with_path)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+def test_a_gluon_configuration_on_inputs_it_does_not_fit_says_why():
+    q, k, v, o, lse, do = backward_case()
+    gluon = {"dkdv": Config(PATH="gluon", **flash_backward_hopper.DKDV_SPACE.default),
+             "dq": Config(PATH="gluon", **flash_backward_hopper.DQ_SPACE.default)}
+    with pytest.raises(ValueError, match="do not fit the Gluon kernels.*backward_fits"):
+        flash_backward.attention_backward(q, k, v, o, lse, do, True, gluon)
 
 
 @pytest.mark.parametrize("why, change", [
@@ -51,6 +77,9 @@ def test_the_race_runs_the_path_a_configuration_names():
     assert {c["PATH"] for c in candidates} == {"gluon", "triton"}
     assert len(candidates) == (len(flash_backward_hopper.DQ_SPACE.configs(1))
                                + len(flash_backward.DQ_SPACE.configs(1)))
+    level_2 = space.configs(level=2)
+    assert len(level_2) > len(candidates) and all(c["PATH"] == "triton"
+                                                  for c in level_2[len(candidates):])
     launch(candidates[0])
     triton_config = Config(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3)
     launch(triton_config)                      # no PATH: the Triton kernel, as before
@@ -88,3 +117,15 @@ def test_what_overflows_registers_at_head_size_128_is_pruned(head_dim):
                                             problem, None) is None
     assert flash_backward_hopper.dq_prune(flash_backward_hopper.DQ_SPACE.default,
                                           problem, None) is None
+
+
+@pytest.mark.parametrize("config, words", [
+    (Config(SCHEDULE="ws", BLOCK_N=64, BLOCK_M=64, STAGES=2), "'ws' takes BLOCK_N 128"),
+    (Config(SCHEDULE="one", BLOCK_N=128, BLOCK_M=64, STAGES=2), "'one' takes BLOCK_N 64"),
+    (Config(SCHEDULE="two", BLOCK_N=64, BLOCK_M=64, STAGES=2), "SCHEDULE must be one of"),
+], ids=["ws-64", "one-128", "unknown"])
+def test_a_dkdv_configuration_the_kernels_cannot_run_is_refused(config, words):
+    assert words in flash_backward_hopper.dkdv_prune(config, {"head_dim": 64}, None)
+    q, k, v = tensors((1, 2, 128, 64))
+    with pytest.raises(ValueError, match=words):
+        flash_backward_hopper.launch_dkdv(q, k, v, None, None, q, k, v, False, config)

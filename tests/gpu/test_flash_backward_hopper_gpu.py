@@ -1,13 +1,15 @@
 """The Gluon backward for Hopper (reference/flash_backward_hopper.py), every configuration the
 tuner races, on a GPU of compute capability 9.x: dk, dv and dq against float64 autograd, head
-sizes 64 and 128, causal and not, float16 (and bfloat16 on one shape); and flash_backward, which
-races them against its Triton kernels, tuned afresh."""
+sizes 64 and 128, causal and not, float16 (and bfloat16 on one shape); and
+flash_backward.attention_backward, which races them against the Triton kernels: both paths
+timed in a fresh race, a Triton configuration running the Triton kernels, grouped-query heads
+left to them."""
 import pytest
 import torch
 
 from tilegym_edu.check import TOLERANCES, relative_error
 from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper as G
-from tilegym_edu.tune import Config, KernelGroup
+from tilegym_edu.tune import Config, KernelGroup, autotune
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
@@ -70,17 +72,42 @@ def test_bfloat16(causal):
         assert_close(name, got, expected)
 
 
-def test_flash_backward_races_the_gluon_kernels_and_is_right(tmp_path, monkeypatch):
+def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
     (q, k, v, do, o, lse, _), expected = case((2, 4, 1024, 128), torch.float16, True, seed=1)
-    _, launchers = flash_backward.backward_launchers(q, k, v, o, lse, do, True)
-    assert all(isinstance(kernel, KernelGroup) for kernel, _, _ in launchers.values())
-    for name, got, want in zip("dq dk dv".split(),
-                               flash_backward.flash_backward(q, k, v, o, lse, do, True), expected):
+    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
+    problem = flash_backward.backward_problem(q, k, True)
+    for name, (kernels, space, launch) in launchers.items():
+        assert isinstance(kernels, KernelGroup)
+        result = autotune(kernels, problem, space, launch, cache=False, progress=False,
+                          min_ms=0)
+        timed = {t.config["PATH"] for t in result.trials if t.samples_ms}
+        assert timed == {"gluon", "triton"}, (name, result.trials)
+    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
+            q, k, v, o, lse, do, True), expected):
         assert_close(name, got, want)
-    # a configuration without PATH (the Triton kernels' own) still runs the Triton kernels
+    # a configuration without PATH (the Triton kernels' own) runs the Triton kernels only
+    def refuse(*args):
+        raise AssertionError("a Gluon kernel ran for a Triton configuration")
+    monkeypatch.setattr(G, "launch_dkdv", refuse)
+    monkeypatch.setattr(G, "launch_dq", refuse)
     fixed = {"dkdv": Config(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
              "dq": Config(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)}
-    for name, got, want in zip("dq dk dv".split(), flash_backward.flash_backward(
+    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
             q, k, v, o, lse, do, True, configs=fixed), expected):
         assert_close(f"{name} (Triton)", got, want)
+
+
+def test_grouped_query_heads_run_the_triton_kernels_and_take_a_triton_path_config():
+    (q, k, v, do, o, lse, _), _ = case((1, 4, 256, 64), torch.float16, False)
+    k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
+    o, lse = flash.flash_forward(q, k, v, False)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    flash.attention_reference(*leaves, False).backward(do.double())
+    assert not G.backward_fits(q, k, v, lse)
+    configs = {"dkdv": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4,
+                              num_stages=2),
+               "dq": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)}
+    for name, got, leaf in zip("dq dk dv".split(), flash_backward.attention_backward(
+            q, k, v, o, lse, do, False, configs), leaves):
+        assert_close(name, got, leaf.grad)

@@ -250,36 +250,15 @@ def stream_descriptors(a: torch.Tensor, b: torch.Tensor, block: int, columns: in
     return kv_descriptors(a, b, block, columns)
 
 
-def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
-    """One (kernels, search space, launch(config)) of several: each path's (kernel or
-    KernelGroup, space, launch), raced as one space whose configurations name their PATH; the
-    first path's default is the default, and a configuration without PATH runs "triton"."""
-    spaces = {path: space for path, (_, space, _) in paths.items()}
-    candidates = path_configs(spaces)
-    kernels = [k for kernel, _, _ in paths.values()
-               for k in getattr(kernel, "kernels", (kernel,))]
-
-    def launch(config):
-        path, options = split_path({"PATH": "triton", **config})
-        paths[path][2](Config(**options))
-    return (KernelGroup(name, kernels),
-            SearchSpace(default=candidates[0], small=candidates[1:],
-                        prune=functools.partial(path_prune, spaces)),
-            launch)
-
-
 def backward_launchers(q, k, v, o, lse, do, causal: bool):
     """((dq, dk, dv), launchers) for the backward of o = flash_forward(q, k, v, causal) with
     log-sum-exp lse and output gradient do (any strides, last dimension contiguous): delta
     computed, the gradients allocated, and for "dkdv" and "dq" a (kernel, search space,
     launch(config)) triple whose launch fills its gradients. The streamed blocks go by tensor
     descriptors where stream_descriptors can make them (do is copied to q's layout first
-    where q's would stream so and do's would not). Where flash_backward_hopper's Gluon kernels
-    take the inputs (backward_fits), each triple races them against the Triton kernel."""
+    where q's would stream so and do's would not)."""
     streams_q = descriptors_fit(q) and q.shape[2] % min(DKDV_SPACE.grid["BLOCK_M"]) == 0
-    gluon = flash_backward_hopper.backward_fits(q, k, v, lse)
-    if (do.stride(-1) != 1 or (streams_q and not descriptors_fit(do))
-            or (gluon and not do.is_contiguous())):
+    if do.stride(-1) != 1 or (streams_q and not descriptors_fit(do)):
         do = do.contiguous()
     batch, heads, seq_q, head_dim = q.shape
     seq_k, group = k.shape[2], heads // k.shape[1]
@@ -309,20 +288,8 @@ def backward_launchers(q, k, v, o, lse, do, causal: bool):
                               *head_strides(q, k, v, do, dq), *shared, **constants,
                               STREAM_DESCRIPTORS=streams is not None, **config)
 
-    launchers = {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
-                 "dq": (flash_dq_kernel, DQ_SPACE, launch_dq)}
-    if gluon:
-        G = flash_backward_hopper
-        gluon_paths = {
-            "dkdv": (KernelGroup("gluon_dkdv", (G.dkdv_one_kernel, G.dkdv_ws_kernel)),
-                     G.DKDV_SPACE,
-                     lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
-            "dq": (G.dq_kernel, G.DQ_SPACE,
-                   lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
-        launchers = {name: _path_race(f"flash_{name}_paths",
-                                      {"gluon": gluon_paths[name], "triton": launchers[name]})
-                     for name in launchers}
-    return (dq, dk, dv), launchers
+    return (dq, dk, dv), {"dkdv": (flash_dkdv_kernel, DKDV_SPACE, launch_dkdv),
+                          "dq": (flash_dq_kernel, DQ_SPACE, launch_dq)}
 
 
 def tune_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:
@@ -338,6 +305,90 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     lse, given do (o's shape, any strides with the last dimension contiguous). ``configs``
     {"dkdv": ..., "dq": ...} fixes the launch configurations, else the tuner picks them."""
     grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)
+    if configs is None:
+        configs = {name: result.config for name, result in
+                   tune_backward(backward_problem(q, k, causal), launchers, level).items()}
+    for name, (_, _, launch) in launchers.items():
+        launch(configs[name])
+    return grads
+
+
+def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
+    """One (kernels, search space, launch(config)) of several: each path's (kernel or
+    KernelGroup, space, launch), raced as one space whose configurations name their PATH. The
+    first path's default is the default (level 0); level 1 races every path's level-1
+    configurations; level 2 adds the last path's grid. A configuration without PATH runs the
+    last path (the Triton kernel, whose configurations have none)."""
+    spaces = {path: space for path, (_, space, _) in paths.items()}
+    candidates = path_configs(spaces)
+    last = list(paths)[-1]
+    kernels = [k for kernel, _, _ in paths.values()
+               for k in getattr(kernel, "kernels", (kernel,))]
+
+    def launch(config):
+        path, options = split_path({"PATH": last, **config})
+        paths[path][2](Config(**options))
+    return (KernelGroup(name, kernels),
+            SearchSpace(default=candidates[0], small=candidates[1:],
+                        grid={"PATH": (last,), **spaces[last].grid},
+                        prune=functools.partial(path_prune, spaces),
+                        cap=spaces[last].cap + len(candidates)),
+            launch)
+
+
+def backward_delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
+    """delta = rowsum(do * o) in float32, (batch, heads, seq_q), by flash_delta_kernel."""
+    batch, heads, seq_q, head_dim = o.shape
+    delta = o.new_empty(o.shape[:3], dtype=torch.float32)
+    flash_delta_kernel[(triton.cdiv(seq_q, 64), batch * heads)](
+        o, do, delta, *head_strides(o, do), heads, seq_q, HEAD_DIM=head_dim,
+        BLOCK_D=block_d(head_dim), BLOCK_M=64)
+    return delta
+
+
+def fastest_launchers(q, k, v, o, lse, do, causal: bool):
+    """backward_launchers' ((dq, dk, dv), launchers), each kernel's triple racing, where
+    flash_backward_hopper.backward_fits takes the inputs, its Gluon kernel ("gluon") against
+    the Triton one ("triton"): configurations name their PATH. Elsewhere the Triton triples,
+    which take a configuration with PATH "triton" too and refuse one with "gluon", saying why.
+    The Gluon kernels read a delta of their own (one more flash_delta_kernel launch a call)."""
+    G = flash_backward_hopper
+    gluon = (G.backward_fits(q, k, v, lse) and do.shape == q.shape and do.dtype == q.dtype
+             and lse.shape == q.shape[:3] and q.numel() < 2**31)
+    if gluon:
+        do = do.contiguous()
+    (dq, dk, dv), launchers = backward_launchers(q, k, v, o, lse, do, causal)
+    if not gluon:
+        def refusing(kernel, space, launch):
+            def run(config):
+                path, options = split_path({"PATH": "triton", **config})
+                if path != "triton":
+                    raise ValueError(f"a configuration of the {path} path ({dict(config)}): "
+                                     "these inputs do not fit the Gluon kernels "
+                                     "(flash_backward_hopper.backward_fits); pass the Triton "
+                                     "kernels' configuration, or none to tune")
+                launch(Config(**options))
+            return kernel, space, run
+        return (dq, dk, dv), {name: refusing(*triple) for name, triple in launchers.items()}
+    delta = backward_delta(o, do)
+    gluon_paths = {
+        "dkdv": (KernelGroup("gluon_dkdv", (G.dkdv_one_kernel, G.dkdv_ws_kernel)), G.DKDV_SPACE,
+                 lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
+        "dq": (G.dq_kernel, G.DQ_SPACE,
+               lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
+    return (dq, dk, dv), {name: _path_race(f"flash_{name}_paths",
+                                           {"gluon": gluon_paths[name], "triton": triple})
+                          for name, triple in launchers.items()}
+
+
+@forbidden_in_graded_calls
+def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
+                       level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The course's fastest backward: flash_backward's (dq, dk, dv), where the Gluon kernels
+    take the inputs each kernel raced against them (fastest_launchers). ``configs`` {"dkdv":
+    ..., "dq": ...} as fastest_launchers' spaces take them (a Triton configuration without
+    PATH runs the Triton kernel), else tuned at ``level``."""
+    grads, launchers = fastest_launchers(q, k, v, o, lse, do, causal)
     if configs is None:
         configs = {name: result.config for name, result in
                    tune_backward(backward_problem(q, k, causal), launchers, level).items()}
@@ -362,7 +413,7 @@ class FlashAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = flash_backward(q, k, v, o, lse, do, ctx.causal, ctx.backward_configs)
+        dq, dk, dv = attention_backward(q, k, v, o, lse, do, ctx.causal, ctx.backward_configs)
         return dq, dk, dv, None, None, None
 
 
@@ -372,7 +423,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q k^T / sqrt(head_dim)) v on the FlashAttention kernels, differentiable:
     ``loss.backward()`` fills q.grad, k.grad and v.grad. Shapes as `flash` says (grouped
     heads, fewer queries than keys, any head size up to 256); configurations tuned unless
-    given (``backward_configs`` as `flash_backward` takes them). Inputs are checked by
+    given (``backward_configs`` as `attention_backward` takes them: on Hopper the Gluon
+    backward races the Triton kernels, as flash_hopper's forward does). Inputs are checked by
     flash_forward, with the same errors."""
     return FlashAttention.apply(q, k, v, causal, forward_config, backward_configs)
 

@@ -1,5 +1,6 @@
 """FlashAttention backward for Hopper GPUs in Gluon: the dk/dv and dq kernels that
-``flash_backward`` races against its Triton kernels where they take the inputs.
+``flash_backward.attention_backward`` (the autograd function's backward) races against the
+Triton kernels of ``flash_backward`` where they take the inputs.
 
 Same math as flash_backward.py's kernels (FlashAttention-2's two passes, the scores recomputed
 from the forward's log-sum-exp), with what Triton's compiler does not do for them: q, dO (for
@@ -12,9 +13,9 @@ FlashAttention-3's shape: a producer warp and two consumer warpgroups of 64 keys
 q/dO block (dkdv_ws_kernel). dq (dq_kernel) is the forward's loop with dP added and no online
 softmax; causal grids run the longest query blocks first.
 
-On an H200 (2026-12-04, docs/results/h200.md), flash_backward with these kernels in its race
-ran 0.85x cuDNN's backward at B4 H32 S4096 D128, 0.91x causal and 1.16x at B8 H16 S2048 D64
-causal (run 30), where its Triton kernels alone had run 0.80x, 0.81x and 0.93x (run c). Alone, dk/dv
+On an H200 (2026-12-04, docs/results/h200.md), the backward with these kernels in its race
+ran 0.85x cuDNN's at B4 H32 S4096 D128, 0.90x causal and 1.16x at B8 H16 S2048 D64 causal
+(run 30), where the Triton kernels alone had run 0.80x, 0.81x and 0.93x (run c). Alone, dk/dv
 ran 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29).
 
 Inputs as hopper_fits takes them for the forward (compute capability 9.x, Triton 3.6, head_dim
@@ -187,7 +188,8 @@ def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_pt
     """dk and dv of keys pid(0) * BLOCK_N .. of head pid(1) (= b * H + h). q_desc/do_desc are
     over the (batch * heads * seq, HEAD_DIM) rows in blocks of BLOCK_M, lse_desc/delta_desc
     over the (batch * heads * seq) float32 values in blocks of BLOCK_M, k_desc/v_desc in
-    blocks of BLOCK_N rows. num_warps 4 (BLOCK_N 64) or 8 (BLOCK_N 128)."""
+    blocks of BLOCK_N rows: one warpgroup (num_warps 4) of BLOCK_N = 64 keys."""
+    gl.static_assert(BLOCK_N == WG_KEYS, "dkdv_one_kernel: one warpgroup of 64 keys")
     dtype: gl.constexpr = q_desc.dtype
     n0 = gl.program_id(0) * BLOCK_N
     bh = gl.program_id(1)
@@ -246,7 +248,7 @@ def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_pt
 
 
 @gluon.jit
-def _ws_produce(descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0, n0, lo,
+def _dkdv_produce(descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0, n0, lo,
                 n_blocks, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
                 CONSUMERS: gl.constexpr):
     """The producer warp: each consumer's k and v tiles (one barrier for all), then the q/dO
@@ -276,7 +278,7 @@ def _ws_loop(first, last, lo, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos
 
 
 @gluon.jit
-def _ws_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """Consumer warpgroup WG: keys n0 + WG * 64 .. + 63 against every streamed block."""
     (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
@@ -313,6 +315,7 @@ def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr
     keys each share the q/dO ring a producer warp fills. k_desc/v_desc in blocks of 64 rows.
     Launched with num_warps=4 (consumer 0, the default partition); the other consumer's 4 warps
     and the producer's 1 are added by warp_specialize."""
+    gl.static_assert(BLOCK_N == 2 * WG_KEYS, "dkdv_ws_kernel: two consumers of 64 keys")
     CONSUMERS: gl.constexpr = BLOCK_N // WG_KEYS
     dtype: gl.constexpr = q_desc.dtype
     n0 = gl.program_id(0) * BLOCK_N
@@ -334,9 +337,9 @@ def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr
               n_blocks, qk_scale, sm_scale)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     gl.warp_specialize([
-        (_ws_consume, (shared, 0, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
-        (_ws_consume, (shared, 1, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
-        (_ws_produce, (descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0,
+        (_dkdv_consume, (shared, 0, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
+        (_dkdv_consume, (shared, 1, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
+        (_dkdv_produce, (descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0,
                        n0, lo, n_blocks, BLOCK_M, STAGES, CONSUMERS)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -462,9 +465,10 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, 
 
 #: dk/dv configurations the tuner races: (SCHEDULE, BLOCK_N, BLOCK_M, STAGES); num_warps is 4
 #: for both schedules ("ws": the default partition's four, warp_specialize adds the second
-#: consumer's four and the producer warp). On the H200 "one" 64 x 64 won causal, "ws" full
-#: (runs 28-29); "one" with 128 keys on eight warps and 3 stages of 64 x 64 lost everywhere
-#: (0.80-0.95x the Triton kernel) and are left out
+#: consumer's four and the producer warp). "one" takes 64 keys, "ws" 128 (two consumers of
+#: 64). On the H200 the winner depends on the shape, "one" 64 x 64 and "ws" 128 x 64 within
+#: 1-2% of each other at head size 128 (runs 28-30); "one" with 128 keys on eight warps and 3
+#: stages of 64 x 64 lost everywhere (0.80-0.95x the Triton kernel) and are left out
 DKDV_NAMES = ("SCHEDULE", "BLOCK_N", "BLOCK_M", "STAGES")
 DKDV_CONFIGS = (("one", 64, 64, 2), ("ws", 128, 64, 2), ("ws", 128, 64, 3), ("one", 64, 128, 2),
                 ("ws", 128, 128, 2))
@@ -476,9 +480,27 @@ DQ_CONFIGS = ((64, 64, 2, 4), (64, 64, 3, 4), (128, 64, 2, 8), (128, 64, 3, 8), 
               (128, 128, 2, 8))
 
 
+#: the keys each dk/dv schedule takes a program
+SCHEDULE_KEYS = {"one": 64, "ws": 128}
+
+
+def dkdv_problem(config: Mapping[str, object]) -> str | None:
+    """Why the dk/dv kernels cannot run ``config`` at all (None: they can): an unknown
+    SCHEDULE, or BLOCK_N other than its SCHEDULE_KEYS."""
+    keys = SCHEDULE_KEYS.get(config["SCHEDULE"])
+    if keys is None:
+        return f"SCHEDULE must be one of {sorted(SCHEDULE_KEYS)}, not {config['SCHEDULE']!r}"
+    if config["BLOCK_N"] != keys:
+        return f"SCHEDULE {config['SCHEDULE']!r} takes BLOCK_N {keys}, not {config['BLOCK_N']}"
+    return None
+
+
 def dkdv_prune(config: Config, problem: Mapping[str, object], resources) -> str | None:
-    """At head size 128 a block of 128 queries overflows: S^T and dP^T of 64 x 128 beside two
-    64 x 128 accumulators take more registers than a warpgroup has."""
+    """dkdv_problem's reasons; and at head size 128 a block of 128 queries overflows: S^T and
+    dP^T of 64 x 128 beside two 64 x 128 accumulators take more registers than a warpgroup
+    has."""
+    if reason := dkdv_problem(config):
+        return reason
     if problem["head_dim"] > 64 and config["BLOCK_M"] > 64:
         return "128 queries a block at head size 128 overflow a warpgroup's registers"
     return None
@@ -517,6 +539,8 @@ def launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal: bool, config) -> None:
     """Run the dk/dv kernel of ``config`` (DKDV_NAMES) once into dk and dv: q, k, v, do
     contiguous (batch, heads, seq, head_dim) of one shape, lse and delta float32 (batch, heads,
     seq) contiguous."""
+    if reason := dkdv_problem(config):
+        raise ValueError(f"dk/dv configuration {dict(config)}: {reason}")
     schedule, block_n, block_m, stages = (config[n] for n in DKDV_NAMES)
     batch, heads, seq, head_dim = q.shape
     sm_scale = 1 / math.sqrt(head_dim)
