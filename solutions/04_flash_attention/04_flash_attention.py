@@ -1590,6 +1590,35 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon
 # kernels run only on the GPU they were written for, never in the interpreter, and a learner
 # without a Hopper GPU could not run them.
+#
+# ### The backward, in Gluon too
+#
+# The backward you wrote in Exercise 8 runs two kernels, dk/dv per key block and dq per query
+# block: seven matmuls for each pair of blocks, where one pass over the key blocks would do five.
+# That one pass would have to add each key block's share of dq into global memory, and those
+# additions lost in Triton (0.58-0.78x the two kernels' speed). On the H200 the two Triton kernels
+# ran at 0.80x cuDNN's backward at B4 H32 S4096 D128.
+# `tilegym_edu/reference/flash_backward_hopper.py` writes the same two kernels in Gluon with the
+# forward's tricks:
+#
+# - the streamed blocks arrive through a ring of TMA buffers;
+# - S and dP are issued together, so the exponential runs while dP is on the tensor cores;
+# - in dk/dv the keys are the matmul's rows (S^T = K Q^T), so P^T and dS^T feed the next matmul
+#   straight from registers, with no transpose.
+#
+# Alone, the Gluon dk/dv ran 1.12x the Triton kernel and dq 1.07-1.33x. The course's
+# `attention_backward` races them against the Triton kernels for each shape. Against cuDNN's
+# backward (2026-12-04, run 30, float16):
+#
+# | shape | Triton kernels | with the Gluon kernels |
+# | --- | --- | --- |
+# | B4 H32 S4096 D128 | 0.80x | 0.85x |
+# | same, causal | 0.81x | 0.90x |
+# | B8 H16 S2048 D64 causal | 0.93x | 1.16x |
+#
+# The first row is still behind: seven matmuls against five. Closing that gap means fusing dq into
+# the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does that
+# with TMA reductions into global memory, and Triton 3.6's Gluon does not offer them on Hopper.
 
 # %% [markdown] id="cell-42"
 # ## What comes next
