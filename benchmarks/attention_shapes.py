@@ -1,6 +1,7 @@
 """The general FlashAttention (reference/flash.py, flash_backward.py, and on Hopper the Gluon
-forward of flash_hopper.py and backward of flash_backward_hopper.py, which flash_backward races
-against its Triton kernels) on the shapes models bring, against every SDPA backend, on a GPU:
+forward of flash_hopper.py and backward of flash_backward_hopper.py, which
+flash_backward.attention_backward races against the Triton kernels) on the shapes models bring,
+against every SDPA backend, on a GPU:
 the forward ("reference": flash_hopper.attention_forward, the Gluon kernels where they take the
 inputs, else flash.py; "flash.py": the Triton forward alone) on issue 18's rows (head sizes 64
 and 128, causal and not, 1k to 16k tokens), bfloat16, head sizes 96 and 256, grouped-query

@@ -28,7 +28,7 @@ def test_without_a_hopper_gpu_the_fastest_backward_is_flash_backward():
     """Here (CPU tensors) backward_fits says no whatever the dtype, so attention_backward runs
     the Triton kernels: the same gradients as flash_backward, on the same configurations."""
     q, k, v, o, lse, do = backward_case()
-    assert not flash_backward_hopper.backward_fits(q.half(), k.half(), v.half(), lse)
+    assert not flash_backward_hopper.backward_fits(q.half(), k.half(), v.half(), lse, do.half())
     configs = {"dkdv": SMALL, "dq": SMALL}
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
     assert launchers["dkdv"][0] is flash_backward.flash_dkdv_kernel
@@ -59,8 +59,8 @@ def test_backward_fits_takes_one_shape_and_contiguous_float32_lse(why, change, m
     monkeypatch.setattr(flash_backward_hopper, "hopper_fits", lambda q, k, v: True)
     q, k, v = tensors((2, 2, 256, 64))
     lse = torch.zeros(2, 2, 256)
-    assert flash_backward_hopper.backward_fits(q, k, v, lse)
-    assert not flash_backward_hopper.backward_fits(*change(q, k, v, lse)), why
+    assert flash_backward_hopper.backward_fits(q, k, v, lse, q)
+    assert not flash_backward_hopper.backward_fits(*change(q, k, v, lse), q), why
 
 
 def test_the_race_runs_the_path_a_configuration_names():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import datetime
+import functools
 import hashlib
 import inspect
 import itertools
@@ -212,6 +213,20 @@ def path_prune(paths: Mapping[str, SearchSpace], config: Config, problem: Mappin
     path, options = split_path(config)
     own = paths[path].prune
     return own(Config(**options), problem, resources) if own else None
+
+
+def path_space(paths: Mapping[str, SearchSpace], grid_path: str) -> SearchSpace:
+    """One space that races several paths, each configuration naming its PATH and pruned by
+    its path's own space: level 0 is the first path's default, level 1 adds every path's level-1
+    configurations, level 2 the grid of ``grid_path``, capped to that path's own cap plus the
+    other paths' level-1 configurations."""
+    first = next(iter(paths))
+    others = sum(len(space.configs(1)) for path, space in paths.items() if path != grid_path)
+    return SearchSpace(default=Config(**paths[first].default, PATH=first),
+                       small=path_configs(paths),
+                       grid={"PATH": (grid_path,), **paths[grid_path].grid},
+                       prune=functools.partial(path_prune, paths),
+                       cap=paths[grid_path].cap + others)
 
 
 @dataclass(frozen=True)

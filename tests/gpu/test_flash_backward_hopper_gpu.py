@@ -43,7 +43,7 @@ def configs(space, prune, head_dim):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_every_dkdv_configuration_is_right(shape, causal):
     (q, k, v, do, o, lse, delta), (_, dk_ref, dv_ref) = case(shape, torch.float16, causal)
-    assert G.backward_fits(q, k, v, lse)
+    assert G.backward_fits(q, k, v, lse, do)
     for config in configs(G.DKDV_SPACE, G.dkdv_prune, shape[-1]):
         dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
         G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, config)
@@ -104,7 +104,7 @@ def test_grouped_query_heads_run_the_triton_kernels_and_take_a_triton_path_confi
     o, lse = flash.flash_forward(q, k, v, False)
     leaves = [t.double().requires_grad_() for t in (q, k, v)]
     flash.attention_reference(*leaves, False).backward(do.double())
-    assert not G.backward_fits(q, k, v, lse)
+    assert not G.backward_fits(q, k, v, lse, do)
     configs = {"dkdv": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4,
                               num_stages=2),
                "dq": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)}

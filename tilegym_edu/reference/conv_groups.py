@@ -46,7 +46,6 @@ tuner (DEPTHWISE_SPACE; a configuration's PATH names its kernel):
   cuDNN's speed (0.68x with "tiles" alone), 7² at 1.12x, 112² with stride 2 at 0.97x; and
   "tiles" at 14² (1.09x).
 """
-import functools
 from typing import Mapping
 
 import torch
@@ -59,7 +58,7 @@ from tilegym_edu.reference.convolution import (Pair, check_conv_inputs, geometry
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tiles import grouped_tile
 from tilegym_edu.tune import (TILE_NAMES, Config, KernelGroup, SearchSpace, configs_from_rows,
-                              path_configs, path_prune, split_path)
+                              path_space, split_path)
 
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "STRIDE_H", "STRIDE_W",
@@ -361,12 +360,7 @@ DEPTHWISE_LAUNCHES = {"tiles": launch_depthwise_tiles, "rows": launch_depthwise_
 #: both depthwise kernels in one space, raced per layer: level 0 (and the interpreter) runs the
 #: tiles kernel's default, level 1 adds every path's level 1, level 2 the tiles kernel's grid
 #: (capped to as many of it as before the rows kernel came)
-DEPTHWISE_SPACE = SearchSpace(
-    default=Config(**DEPTHWISE_DEFAULT, PATH="tiles"),
-    small=path_configs(DEPTHWISE_PATHS),
-    grid={"PATH": ("tiles",), **DEPTHWISE_TILES_SPACE.grid},
-    prune=functools.partial(path_prune, DEPTHWISE_PATHS),
-    cap=DEPTHWISE_TILES_SPACE.cap + len(DEPTHWISE_ROWS_SPACE.configs(1)))
+DEPTHWISE_SPACE = path_space(DEPTHWISE_PATHS, "tiles")
 
 #: what the tuner keys DEPTHWISE_SPACE's results on: the source of both kernels
 DEPTHWISE_KERNELS = KernelGroup("depthwise_conv2d", (depthwise_conv2d_kernel,

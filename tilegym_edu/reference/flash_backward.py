@@ -18,7 +18,6 @@ buffer by atomics: five matmuls a pair of blocks where these kernels take seven)
 in Triton on the H200, 0.58-0.78x these kernels' speed, whether dq went by atomics or TMA
 reductions; `benchmarks/attention_backward_ideas.py` measures why.
 """
-import functools
 import math
 
 import torch
@@ -30,7 +29,7 @@ from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference import flash_backward_hopper, flash_hopper
 from tilegym_edu.reference.flash import block_d, descriptors_fit, flash_forward, kv_descriptors
 from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
-                              configs_from_rows, path_configs, path_prune, split_path)
+                              configs_from_rows, path_space, split_path)
 
 
 @triton.jit
@@ -320,7 +319,6 @@ def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
     configurations; level 2 adds the last path's grid. A configuration without PATH runs the
     last path (the Triton kernel, whose configurations have none)."""
     spaces = {path: space for path, (_, space, _) in paths.items()}
-    candidates = path_configs(spaces)
     last = list(paths)[-1]
     kernels = [k for kernel, _, _ in paths.values()
                for k in getattr(kernel, "kernels", (kernel,))]
@@ -328,12 +326,7 @@ def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
     def launch(config):
         path, options = split_path({"PATH": last, **config})
         paths[path][2](Config(**options))
-    return (KernelGroup(name, kernels),
-            SearchSpace(default=candidates[0], small=candidates[1:],
-                        grid={"PATH": (last,), **spaces[last].grid},
-                        prune=functools.partial(path_prune, spaces),
-                        cap=spaces[last].cap + len(candidates)),
-            launch)
+    return KernelGroup(name, kernels), path_space(spaces, last), launch
 
 
 def backward_delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
@@ -353,8 +346,7 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
     which take a configuration with PATH "triton" too and refuse one with "gluon", saying why.
     The Gluon kernels read a delta of their own (one more flash_delta_kernel launch a call)."""
     G = flash_backward_hopper
-    gluon = (G.backward_fits(q, k, v, lse) and do.shape == q.shape and do.dtype == q.dtype
-             and lse.shape == q.shape[:3] and q.numel() < 2**31)
+    gluon = G.backward_fits(q, k, v, lse, do)
     if gluon:
         do = do.contiguous()
     (dq, dk, dv), launchers = backward_launchers(q, k, v, o, lse, do, causal)

@@ -520,12 +520,15 @@ DQ_SPACE = SearchSpace(default=Config(**dict(zip(DQ_NAMES, DQ_CONFIGS[0]))),
                        small=configs_from_rows(DQ_NAMES, DQ_CONFIGS[1:]), prune=dq_prune)
 
 
-def backward_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor) -> bool:
+def backward_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
+                  do: torch.Tensor) -> bool:
     """Whether these kernels take the backward of these inputs: what hopper_fits takes for the
     forward, with q and k of one sequence length and as many heads (grouped-query attention
-    runs the Triton kernels) and lse a contiguous float32 (batch, heads, seq)."""
+    runs the Triton kernels), lse a contiguous float32 (batch, heads, seq), do of q's shape and
+    dtype (any strides: it is copied), and fewer than 2**31 elements a tensor (32-bit offsets)."""
     return (hopper_fits(q, k, v) and q.shape == k.shape == v.shape
-            and lse.dtype == torch.float32 and lse.is_contiguous())
+            and lse.dtype == torch.float32 and lse.is_contiguous() and lse.shape == q.shape[:3]
+            and do.shape == q.shape and do.dtype == q.dtype and q.numel() < 2**31)
 
 
 def _lse_descriptor(t: torch.Tensor, block: int):
