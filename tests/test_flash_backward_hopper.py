@@ -50,16 +50,19 @@ def test_a_gluon_configuration_on_inputs_it_does_not_fit_says_why():
 
 
 @pytest.mark.parametrize("why, change", [
-    ("grouped-query heads", lambda q, k, v, lse: (q, k[:, :1], v[:, :1], lse)),
+    ("k/v heads that do not divide q's", lambda q, k, v, lse: (q, k[:, :3], v[:, :3], lse)),
+    ("k and v of different heads", lambda q, k, v, lse: (q, k[:, :2], v, lse)),
     ("q longer than k", lambda q, k, v, lse: (q, k[:, :, :128], v[:, :, :128], lse)),
     ("lse a strided view", lambda q, k, v, lse: (q, k, v, lse.transpose(0, 1))),
     ("lse in float16", lambda q, k, v, lse: (q, k, v, lse.half())),
 ], ids=lambda x: x if isinstance(x, str) else "")
-def test_backward_fits_takes_one_shape_and_contiguous_float32_lse(why, change, monkeypatch):
+def test_backward_fits_takes_dividing_heads_and_contiguous_float32_lse(why, change, monkeypatch):
     monkeypatch.setattr(flash_backward_hopper, "hopper_fits", lambda q, k, v: True)
-    q, k, v = tensors((2, 2, 256, 64))
-    lse = torch.zeros(2, 2, 256)
+    q, k, v = tensors((2, 4, 256, 64))
+    lse = torch.zeros(2, 4, 256)
     assert flash_backward_hopper.backward_fits(q, k, v, lse, q)
+    for kv_heads in (2, 1):  # grouped- and multi-query heads
+        assert flash_backward_hopper.backward_fits(q, k[:, :kv_heads], v[:, :kv_heads], lse, q)
     assert not flash_backward_hopper.backward_fits(*change(q, k, v, lse), q), why
 
 

@@ -1616,6 +1616,11 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # | same, causal | 0.81x | 0.90x |
 # | B8 H16 S2048 D64 causal | 0.93x | 1.16x |
 #
+# Grouped-query heads take the Gluon kernels too: each dk/dv program walks the query blocks of
+# every query head that shares its key/value head, summing their shares of dk and dv in registers.
+# At B4, 32 query heads over 8 key/value heads, S4096 D128 causal, that took the backward from
+# 0.80x cuDNN's to 0.92x (run 31).
+#
 # The first row is still behind: seven matmuls against five. Closing that gap means fusing dq into
 # the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does that
 # with TMA reductions into global memory, and Triton 3.6's Gluon does not offer them on Hopper.

@@ -2,8 +2,8 @@
 tuner races, on a GPU of compute capability 9.x: dk, dv and dq against float64 autograd, head
 sizes 64 and 128, causal and not, float16 (and bfloat16 on one shape); and
 flash_backward.attention_backward, which races them against the Triton kernels: both paths
-timed in a fresh race, a Triton configuration running the Triton kernels, grouped-query heads
-left to them."""
+timed in a fresh race, a Triton configuration running the Triton kernels, and both paths on
+grouped-query heads."""
 import pytest
 import torch
 
@@ -15,14 +15,20 @@ pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
     reason="the Gluon backward is written for Hopper (compute capability 9.x) GPUs")
 
-#: (batch, heads, seq, head_dim): lengths multiples of 128, as backward_fits asks
-SHAPES = [(2, 4, 256, 64), (1, 2, 384, 128), (1, 2, 1024, 128)]
+#: (batch, heads, kv_heads, seq, head_dim): lengths multiples of 128, as backward_fits asks;
+#: the last two grouped-query (four query heads a k/v head) and multi-query
+SHAPES = [(2, 4, 4, 256, 64), (1, 2, 2, 384, 128), (1, 2, 2, 1024, 128), (2, 8, 2, 256, 128),
+          (1, 4, 1, 384, 64)]
 
 
 def case(shape, dtype, causal, seed=0):
     """q, k, v, do, o, lse (flash.py's forward), delta, and float64 autograd's dq, dk, dv."""
+    batch, heads, kv_heads, seq, head_dim = shape
     g = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v, do = (torch.randn(shape, device="cuda", generator=g).to(dtype) for _ in range(4))
+    q, do = (torch.randn(batch, heads, seq, head_dim, device="cuda", generator=g).to(dtype)
+             for _ in range(2))
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", generator=g).to(dtype)
+            for _ in range(2))
     o, lse = flash.flash_forward(q, k, v, causal)
     delta = (o.float() * do.float()).sum(-1)
     leaves = [t.double().requires_grad_() for t in (q, k, v)]
@@ -63,7 +69,7 @@ def test_every_dq_configuration_is_right(shape, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_bfloat16(causal):
-    (q, k, v, do, o, lse, delta), (dq_ref, dk_ref, dv_ref) = case((1, 2, 1024, 128),
+    (q, k, v, do, o, lse, delta), (dq_ref, dk_ref, dv_ref) = case((1, 2, 2, 1024, 128),
                                                                    torch.bfloat16, causal)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, G.DKDV_SPACE.default)
@@ -74,7 +80,7 @@ def test_bfloat16(causal):
 
 def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
-    (q, k, v, do, o, lse, _), expected = case((2, 4, 1024, 128), torch.float16, True, seed=1)
+    (q, k, v, do, o, lse, _), expected = case((2, 4, 4, 1024, 128), torch.float16, True, seed=1)
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
     problem = flash_backward.backward_problem(q, k, True)
     for name, (kernels, space, launch) in launchers.items():
@@ -98,16 +104,23 @@ def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch)
         assert_close(f"{name} (Triton)", got, want)
 
 
-def test_grouped_query_heads_run_the_triton_kernels_and_take_a_triton_path_config():
-    (q, k, v, do, o, lse, _), _ = case((1, 4, 256, 64), torch.float16, False)
-    k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
-    o, lse = flash.flash_forward(q, k, v, False)
-    leaves = [t.double().requires_grad_() for t in (q, k, v)]
-    flash.attention_reference(*leaves, False).backward(do.double())
-    assert not G.backward_fits(q, k, v, lse, do)
+def test_grouped_query_heads_race_both_paths_and_take_a_triton_path_config(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    (q, k, v, do, o, lse, _), expected = case((1, 8, 2, 512, 64), torch.float16, False)
+    assert G.backward_fits(q, k, v, lse, do)
+    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, False)
+    problem = flash_backward.backward_problem(q, k, False)
+    for name, (kernels, space, launch) in launchers.items():
+        result = autotune(kernels, problem, space, launch, cache=False, progress=False,
+                          min_ms=0)
+        assert {t.config["PATH"] for t in result.trials if t.samples_ms} == {"gluon", "triton"}
+    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
+            q, k, v, o, lse, do, False), expected):
+        assert_close(name, got, want)
     configs = {"dkdv": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4,
                               num_stages=2),
                "dq": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)}
-    for name, got, leaf in zip("dq dk dv".split(), flash_backward.attention_backward(
-            q, k, v, o, lse, do, False, configs), leaves):
-        assert_close(name, got, leaf.grad)
+    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
+            q, k, v, o, lse, do, False, configs), expected):
+        assert_close(f"{name} (Triton)", got, want)

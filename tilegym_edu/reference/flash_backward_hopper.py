@@ -16,12 +16,16 @@ softmax; causal grids run the longest query blocks first.
 On an H200 (2026-12-04, docs/results/h200.md), the backward with these kernels in its race
 ran 0.85x cuDNN's at B4 H32 S4096 D128, 0.90x causal and 1.16x at B8 H16 S2048 D64 causal
 (run 30), where the Triton kernels alone had run 0.80x, 0.81x and 0.93x (run c). Alone, dk/dv
-ran 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29).
+ran 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29). With grouped-query heads (B4
+H32/KV8 S4096 D128 causal, run 31) the two kernels and their delta ran 0.92x cuDNN, the Triton
+kernels 0.80x.
 
 Inputs as hopper_fits takes them for the forward (compute capability 9.x, Triton 3.6, head_dim
 64 or 128, float16 or bfloat16, contiguous, sequence lengths multiples of 128), and further one
-sequence length for q and k, as many k/v heads as q heads, and contiguous float32 lse and
-delta (backward_fits). They do not run in Triton's interpreter: their tests are in tests/gpu/.
+sequence length for q and k, k/v heads that divide q's (each dk/dv program streams the query
+blocks of every head of its group, so dk and dv are summed in registers, with no atomics), and
+contiguous float32 lse and delta (backward_fits). They do not run in Triton's interpreter:
+their tests are in tests/gpu/.
 """
 import math
 from collections.abc import Mapping
@@ -129,6 +133,13 @@ def _query_range(n0, seq, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, CAUSAL: 
 
 
 @gluon.jit
+def _stream_row(t, q_row0, seq, lo, n_blocks, BLOCK_M: gl.constexpr):
+    """The first q row of stream index t: the query block t % n_blocks (from lo) of the group's
+    head t // n_blocks, whose rows start at q_row0 + (t // n_blocks) * seq."""
+    return q_row0 + (t // n_blocks) * seq + lo + (t % n_blocks) * BLOCK_M
+
+
+@gluon.jit
 def _alloc_ring(q_desc, do_desc, lse_desc, delta_desc, STAGES: gl.constexpr):
     """(ring, bars): the shared-memory rings of q, dO, lse and delta blocks, and a q and a dO
     mbarrier per slot, initialised."""
@@ -166,34 +177,38 @@ def _store_tile(acc, ptr_head, first_row, scale, ROWS: gl.constexpr, HEAD_DIM: g
 
 
 @gluon.jit
-def _one_loop(first, last, lo, n_blocks, row0, k_smem, v_smem, descs, ring, bars, dk, dv,
-              key_pos, zero_s, qk_scale, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+def _one_loop(first, last, lo, n_blocks, total, q_row0, seq, k_smem, v_smem, descs, ring, bars,
+              dk, dv, key_pos, zero_s, qk_scale, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
               MASKED: gl.constexpr, s_layout: gl.constexpr, a_layout: gl.constexpr):
-    """Blocks first .. last - 1 of dkdv_one_kernel's stream, each slot refilled with the
-    block STAGES later once its matmuls are done."""
+    """Stream indices first .. last - 1 of dkdv_one_kernel's stream (total of them: n_blocks
+    query blocks of each head of the group), each slot refilled with the block STAGES later
+    once its matmuls are done."""
     for i in range(first, last):
-        start_m = lo + i * BLOCK_M
+        start_m = lo + (i % n_blocks) * BLOCK_M
         dk, dv = _dkdv_block(i, k_smem, v_smem, ring, bars, dk, dv, start_m, key_pos, zero_s,
                              qk_scale, STAGES, BLOCK_M, MASKED, s_layout, a_layout)
-        if i + STAGES < n_blocks:
-            _issue_qdo(descs, ring, bars, row0 + start_m + STAGES * BLOCK_M, i % STAGES)
+        if i + STAGES < total:
+            _issue_qdo(descs, ring, bars,
+                       _stream_row(i + STAGES, q_row0, seq, lo, n_blocks, BLOCK_M), i % STAGES)
     return dk, dv
 
 
 @gluon.jit
 def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr, dv_ptr,
-                    seq, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                    BLOCK_M: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                    num_warps: gl.constexpr):
-    """dk and dv of keys pid(0) * BLOCK_N .. of head pid(1) (= b * H + h). q_desc/do_desc are
+                    seq, group, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                    BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                    CAUSAL: gl.constexpr, num_warps: gl.constexpr):
+    """dk and dv of keys pid(0) * BLOCK_N .. of key/value head pid(1) (= b * KVH + kvh), over
+    the queries of its ``group`` query heads (b * H + kvh * group + g). q_desc/do_desc are
     over the (batch * heads * seq, HEAD_DIM) rows in blocks of BLOCK_M, lse_desc/delta_desc
     over the (batch * heads * seq) float32 values in blocks of BLOCK_M, k_desc/v_desc in
     blocks of BLOCK_N rows: one warpgroup (num_warps 4) of BLOCK_N = 64 keys."""
     gl.static_assert(BLOCK_N == WG_KEYS, "dkdv_one_kernel: one warpgroup of 64 keys")
     dtype: gl.constexpr = q_desc.dtype
     n0 = gl.program_id(0) * BLOCK_N
-    bh = gl.program_id(1)
-    row0 = bh * seq
+    bkv = gl.program_id(1)
+    row0 = bkv * seq
+    q_row0 = bkv * group * seq
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16])
@@ -209,13 +224,14 @@ def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_pt
     ring, bars = _alloc_ring(q_desc, do_desc, lse_desc, delta_desc, STAGES)
 
     lo, n_masked, n_blocks = _query_range(n0, seq, BLOCK_N, BLOCK_M, CAUSAL)
+    total = group * n_blocks
 
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [row0 + n0, 0], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [row0 + n0, 0], kv_bar, v_smem)
     for i in gl.static_range(STAGES):
-        if i < n_blocks:
-            _issue_qdo(descs, ring, bars, row0 + lo + i * BLOCK_M, i)
+        if i < total:
+            _issue_qdo(descs, ring, bars, _stream_row(i, q_row0, seq, lo, n_blocks, BLOCK_M), i)
 
     key_pos = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
@@ -225,13 +241,15 @@ def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_pt
 
     # the blocks crossing the diagonal in one loop, the rest in another (a branch in one
     # loop's body would keep both paths' registers live, as flash_hopper found)
-    if CAUSAL:
-        dk, dv = _one_loop(0, n_masked, lo, n_blocks, row0, k_smem, v_smem, descs, ring, bars,
-                           dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, True, s_layout,
-                           a_layout)
-    dk, dv = _one_loop(n_masked, n_blocks, lo, n_blocks, row0, k_smem, v_smem, descs, ring, bars,
-                       dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, False, s_layout,
-                       a_layout)
+    for g in range(group):
+        base = g * n_blocks
+        if CAUSAL:
+            dk, dv = _one_loop(base, base + n_masked, lo, n_blocks, total, q_row0, seq, k_smem,
+                               v_smem, descs, ring, bars, dk, dv, key_pos, zero_s, qk_scale,
+                               STAGES, BLOCK_M, True, s_layout, a_layout)
+        dk, dv = _one_loop(base + n_masked, base + n_blocks, lo, n_blocks, total, q_row0, seq,
+                           k_smem, v_smem, descs, ring, bars, dk, dv, key_pos, zero_s, qk_scale,
+                           STAGES, BLOCK_M, False, s_layout, a_layout)
 
     mbarrier.invalidate(kv_bar)
     for i in gl.static_range(STAGES):
@@ -249,7 +267,7 @@ def dkdv_one_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_pt
 
 @gluon.jit
 def _dkdv_produce(descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0, n0, lo,
-                n_blocks, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                n_blocks, total, q_row0, seq, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
                 CONSUMERS: gl.constexpr):
     """The producer warp: each consumer's k and v tiles (one barrier for all), then the q/dO
     blocks into the ring, each slot once every consumer has released it."""
@@ -259,19 +277,21 @@ def _dkdv_produce(descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, emp
                                         k_smem.index(w))
         tma.async_copy_global_to_shared(v_desc, [row0 + n0 + w * WG_KEYS, 0], kv_bar,
                                         v_smem.index(w))
-    for i in range(n_blocks):
+    for i in range(total):
         slot = i % STAGES
         mbarrier.wait(empty.index(slot), ((i // STAGES) & 1) ^ 1)  # a new barrier passes phase 1
-        _issue_qdo(descs, ring, bars, row0 + lo + i * BLOCK_M, slot)
+        _issue_qdo(descs, ring, bars, _stream_row(i, q_row0, seq, lo, n_blocks, BLOCK_M), slot)
 
 
 @gluon.jit
-def _ws_loop(first, last, lo, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos, zero_s,
-             qk_scale, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
+def _ws_loop(first, last, lo, n_blocks, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos,
+             zero_s, qk_scale, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
              s_layout: gl.constexpr, a_layout: gl.constexpr):
-    """A consumer's blocks first .. last - 1, each slot released once its matmuls are done."""
+    """A consumer's stream indices first .. last - 1, each slot released once its matmuls are
+    done."""
     for i in range(first, last):
-        dk, dv = _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv, lo + i * BLOCK_M, key_pos,
+        dk, dv = _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv,
+                             lo + (i % n_blocks) * BLOCK_M, key_pos,
                              zero_s, qk_scale, STAGES, BLOCK_M, MASKED, s_layout, a_layout)
         mbarrier.arrive(empty.index(i % STAGES), count=1)
     return dk, dv
@@ -282,7 +302,7 @@ def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """Consumer warpgroup WG: keys n0 + WG * 64 .. + 63 against every streamed block."""
     (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
-     n_blocks, qk_scale, sm_scale) = shared
+     n_blocks, group, qk_scale, sm_scale) = shared
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -296,11 +316,15 @@ def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
     dv = gl.zeros([WG_KEYS, HEAD_DIM], gl.float32, layout=acc_layout)
     zero_s = gl.zeros([WG_KEYS, BLOCK_M], gl.float32, layout=s_layout)
     mbarrier.wait(kv_bar, 0)
-    if CAUSAL:
-        dk, dv = _ws_loop(0, n_masked, lo, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos,
-                          zero_s, qk_scale, STAGES, BLOCK_M, True, s_layout, a_layout)
-    dk, dv = _ws_loop(n_masked, n_blocks, lo, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos,
-                      zero_s, qk_scale, STAGES, BLOCK_M, False, s_layout, a_layout)
+    for g in range(group):
+        base = g * n_blocks
+        if CAUSAL:
+            dk, dv = _ws_loop(base, base + n_masked, lo, n_blocks, k_tile, v_tile, ring, bars,
+                              empty, dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, True,
+                              s_layout, a_layout)
+        dk, dv = _ws_loop(base + n_masked, base + n_blocks, lo, n_blocks, k_tile, v_tile, ring,
+                          bars, empty, dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, False,
+                          s_layout, a_layout)
     head = row0 * HEAD_DIM
     _store_tile(dk, dk_ptr + head, first_key, sm_scale, WG_KEYS, HEAD_DIM, 4)
     _store_tile(dv, dv_ptr + head, first_key, 1.0, WG_KEYS, HEAD_DIM, 4)
@@ -308,9 +332,10 @@ def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
 
 @gluon.jit
 def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr, dv_ptr,
-                   seq, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                   BLOCK_M: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                   CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+                   seq, group, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                   BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                   CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                   PRODUCER_REGS: gl.constexpr):
     """dkdv_one_kernel's work warp-specialised: BLOCK_N // 64 consumer warpgroups (two) of 64
     keys each share the q/dO ring a producer warp fills. k_desc/v_desc in blocks of 64 rows.
     Launched with num_warps=4 (consumer 0, the default partition); the other consumer's 4 warps
@@ -319,8 +344,9 @@ def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr
     CONSUMERS: gl.constexpr = BLOCK_N // WG_KEYS
     dtype: gl.constexpr = q_desc.dtype
     n0 = gl.program_id(0) * BLOCK_N
-    bh = gl.program_id(1)
-    row0 = bh * seq
+    bkv = gl.program_id(1)
+    row0 = bkv * seq
+    q_row0 = bkv * group * seq
 
     k_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, WG_KEYS, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, WG_KEYS, HEAD_DIM], v_desc.layout)
@@ -334,13 +360,14 @@ def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_ptr
 
     lo, n_masked, n_blocks = _query_range(n0, seq, BLOCK_N, BLOCK_M, CAUSAL)
     shared = (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
-              n_blocks, qk_scale, sm_scale)
+              n_blocks, group, qk_scale, sm_scale)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     gl.warp_specialize([
         (_dkdv_consume, (shared, 0, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
         (_dkdv_consume, (shared, 1, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
         (_dkdv_produce, (descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0,
-                       n0, lo, n_blocks, BLOCK_M, STAGES, CONSUMERS)),
+                       n0, lo, n_blocks, group * n_blocks, q_row0, seq, BLOCK_M, STAGES,
+                       CONSUMERS)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -356,7 +383,7 @@ def _issue_kv_block(k_desc, v_desc, k_ring, v_ring, k_bars, v_bars, row, slot):
 
 
 @gluon.jit
-def _dq_loop(first, last, n_blocks, row0, q_tile, do_tile, k_desc, v_desc, k_ring, v_ring,
+def _dq_loop(first, last, n_blocks, kv_row0, q_tile, do_tile, k_desc, v_desc, k_ring, v_ring,
              k_bars, v_bars, dq, lse, delta, query_pos, zero_s, qk_scale,
              STAGES: gl.constexpr, BLOCK_N: gl.constexpr, MASKED: gl.constexpr,
              s_layout: gl.constexpr, a_layout: gl.constexpr):
@@ -386,15 +413,16 @@ def _dq_loop(first, last, n_blocks, row0, q_tile, do_tile, k_desc, v_desc, k_rin
         dq, ds_op = warpgroup_mma_wait(0, deps=(dq, ds_op))
         if i + STAGES < n_blocks:
             _issue_kv_block(k_desc, v_desc, k_ring, v_ring, k_bars, v_bars,
-                      row0 + (i + STAGES) * BLOCK_N, slot)
+                      kv_row0 + (i + STAGES) * BLOCK_N, slot)
     return dq
 
 
 @gluon.jit
-def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, qk_scale,
+def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, group, qk_scale,
               sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
-    """dq of queries m0 .. m0 + BLOCK_M - 1 of head pid(1) (= b * H + h); causal grids run the
+    """dq of queries m0 .. m0 + BLOCK_M - 1 of head pid(1) (= b * H + h), whose keys and values
+    are those of head (b * H + h) // group (= b * KVH + h // group); causal grids run the
     last query blocks first. q_desc/do_desc: the (batch * heads * seq, HEAD_DIM) rows in blocks
     of BLOCK_M; k_desc/v_desc in blocks of BLOCK_N; lse, delta float32 (batch * heads * seq)."""
     dtype: gl.constexpr = q_desc.dtype
@@ -404,6 +432,7 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, 
         m0 = gl.program_id(0) * BLOCK_M
     bh = gl.program_id(1)
     row0 = bh * seq
+    kv_row0 = bh // group * seq
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
@@ -436,7 +465,8 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, 
     tma.async_copy_global_to_shared(do_desc, [row0 + m0, 0], qdo_bar, do_smem)
     for i in gl.static_range(STAGES):
         if i < n_blocks:
-            _issue_kv_block(k_desc, v_desc, k_ring, v_ring, k_bars, v_bars, row0 + i * BLOCK_N, i)
+            _issue_kv_block(k_desc, v_desc, k_ring, v_ring, k_bars, v_bars,
+                            kv_row0 + i * BLOCK_N, i)
 
     query_pos = m0 + gl.arange(0, BLOCK_M, layout=row_layout)
     lse = gl.load(lse_ptr + row0 + query_pos)
@@ -445,11 +475,11 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, lse_ptr, delta_ptr, dq_ptr, seq, 
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(qdo_bar, 0)
 
-    dq = _dq_loop(0, n_full, n_blocks, row0, q_smem, do_smem, k_desc, v_desc, k_ring, v_ring,
+    dq = _dq_loop(0, n_full, n_blocks, kv_row0, q_smem, do_smem, k_desc, v_desc, k_ring, v_ring,
                   k_bars, v_bars, dq, lse, delta, query_pos, zero_s, qk_scale, STAGES, BLOCK_N,
                   False, s_layout, a_layout)
     if CAUSAL:
-        dq = _dq_loop(n_full, n_blocks, n_blocks, row0, q_smem, do_smem, k_desc, v_desc, k_ring,
+        dq = _dq_loop(n_full, n_blocks, n_blocks, kv_row0, q_smem, do_smem, k_desc, v_desc, k_ring,
                       v_ring, k_bars, v_bars, dq, lse, delta, query_pos, zero_s, qk_scale,
                       STAGES, BLOCK_N, True, s_layout, a_layout)
 
@@ -523,10 +553,12 @@ DQ_SPACE = SearchSpace(default=Config(**dict(zip(DQ_NAMES, DQ_CONFIGS[0]))),
 def backward_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   do: torch.Tensor) -> bool:
     """Whether these kernels take the backward of these inputs: what hopper_fits takes for the
-    forward, with q and k of one sequence length and as many heads (grouped-query attention
-    runs the Triton kernels), lse a contiguous float32 (batch, heads, seq), do of q's shape and
-    dtype (any strides: it is copied), and fewer than 2**31 elements a tensor (32-bit offsets)."""
-    return (hopper_fits(q, k, v) and q.shape == k.shape == v.shape
+    forward, with q and k of one sequence length, k and v of one shape whose heads divide q's
+    (grouped- and multi-query attention: each dk/dv program streams every query head of its
+    group), lse a contiguous float32 (batch, heads, seq), do of q's shape and dtype (any
+    strides: it is copied), and fewer than 2**31 elements a tensor (32-bit offsets)."""
+    return (hopper_fits(q, k, v) and k.shape == v.shape and q.shape[0] == k.shape[0]
+            and q.shape[2:] == k.shape[2:] and q.shape[1] % k.shape[1] == 0
             and lse.dtype == torch.float32 and lse.is_contiguous() and lse.shape == q.shape[:3]
             and do.shape == q.shape and do.dtype == q.dtype and q.numel() < 2**31)
 
@@ -539,9 +571,9 @@ def _lse_descriptor(t: torch.Tensor, block: int):
 
 
 def launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal: bool, config) -> None:
-    """Run the dk/dv kernel of ``config`` (DKDV_NAMES) once into dk and dv: q, k, v, do
-    contiguous (batch, heads, seq, head_dim) of one shape, lse and delta float32 (batch, heads,
-    seq) contiguous."""
+    """Run the dk/dv kernel of ``config`` (DKDV_NAMES) once into dk and dv: q and do contiguous
+    (batch, heads, seq, head_dim), k, v, dk, dv contiguous (batch, kv_heads, seq, head_dim) with
+    kv_heads dividing heads, lse and delta float32 (batch, heads, seq) contiguous."""
     if reason := dkdv_problem(config):
         raise ValueError(f"dk/dv configuration {dict(config)}: {reason}")
     schedule, block_n, block_m, stages = (config[n] for n in DKDV_NAMES)
@@ -550,8 +582,9 @@ def launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal: bool, config) -> None:
     kv_rows = block_n if schedule == "one" else WG_KEYS.value
     args = (rows_descriptor(q, block_m), rows_descriptor(k, kv_rows), rows_descriptor(v, kv_rows),
             rows_descriptor(do, block_m), _lse_descriptor(lse, block_m),
-            _lse_descriptor(delta, block_m), dk, dv, seq, sm_scale * LOG2E, sm_scale)
-    grid = (seq // block_n, batch * heads)
+            _lse_descriptor(delta, block_m), dk, dv, seq, heads // k.shape[1], sm_scale * LOG2E,
+            sm_scale)
+    grid = (seq // block_n, batch * k.shape[1])
     options = dict(HEAD_DIM=head_dim, BLOCK_N=block_n, BLOCK_M=block_m, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     if schedule == "one":
@@ -567,7 +600,8 @@ def launch_dq(q, k, v, lse, delta, do, dq, causal: bool, config) -> None:
     sm_scale = 1 / math.sqrt(head_dim)
     dq_kernel[(seq // block_m, batch * heads)](
         rows_descriptor(q, block_m), rows_descriptor(k, block_n), rows_descriptor(v, block_n),
-        rows_descriptor(do, block_m), lse, delta, dq, seq, sm_scale * LOG2E, sm_scale,
+        rows_descriptor(do, block_m), lse, delta, dq, seq, heads // k.shape[1], sm_scale * LOG2E,
+        sm_scale,
         HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=config["STAGES"],
         CAUSAL=causal, num_warps=config["num_warps"])
 
