@@ -132,3 +132,29 @@ def test_a_dkdv_configuration_the_kernels_cannot_run_is_refused(config, words):
     q, k, v = tensors((1, 2, 128, 64))
     with pytest.raises(ValueError, match=words):
         flash_backward_hopper.launch_dkdv(q, k, v, None, None, q, k, v, False, config)
+
+
+def test_beside_the_gluon_kernels_the_triton_path_is_built_at_its_first_launch_and_copies():
+    """Where the Gluon kernels fit, the Triton triples set backward_launchers up (and its delta
+    launch) only when a Triton configuration first runs, and copy what they made into the
+    gradients the Gluon kernels fill: a backward the Gluon kernels win runs one delta launch."""
+    q, k, v, o, lse, do = backward_case()
+    expected = flash_backward.flash_backward(q, k, v, o, lse, do, True,
+                                             {"dkdv": SMALL, "dq": SMALL})
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    builds = []
+
+    def build():
+        builds.append(1)
+        return flash_backward.backward_launchers(q, k, v, o, lse, do, True)
+    triples = flash_backward._triton_copying_into(grads, build)
+    assert [triples[name][:2] for name in ("dkdv", "dq")] == [
+        (flash_backward.flash_dkdv_kernel, flash_backward.DKDV_SPACE),
+        (flash_backward.flash_dq_kernel, flash_backward.DQ_SPACE)]
+    assert not builds
+    triples["dq"][2](SMALL)
+    assert len(builds) == 1 and torch.equal(grads[0], expected[0])
+    assert grads[1].isnan().all()  # dk/dv not launched yet
+    triples["dkdv"][2](SMALL)
+    assert len(builds) == 1
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected))

@@ -339,18 +339,37 @@ def backward_delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
     return delta
 
 
+def _triton_copying_into(grads, build) -> dict[str, tuple]:
+    """The Triton kernels' (kernel, search space, launch(config)) triples for a race beside the
+    Gluon kernels: ``build()`` (backward_launchers on the inputs) runs at the first launch, so a
+    backward the Gluon kernels win computes delta once, and each launch copies the gradients
+    it made into ``grads`` (dq, dk, dv), the tensors the Gluon kernels fill."""
+    built = []
+
+    def launch(name, config):
+        if not built:
+            built.append(build())
+        made, launchers = built[0]
+        launchers[name][2](config)
+        for i in ((0,) if name == "dq" else (1, 2)):
+            grads[i].copy_(made[i])
+    return {name: (kernel, space, lambda config, name=name: launch(name, config))
+            for name, kernel, space in (("dkdv", flash_dkdv_kernel, DKDV_SPACE),
+                                        ("dq", flash_dq_kernel, DQ_SPACE))}
+
+
 def fastest_launchers(q, k, v, o, lse, do, causal: bool):
     """backward_launchers' ((dq, dk, dv), launchers), each kernel's triple racing, where
     flash_backward_hopper.backward_fits takes the inputs, its Gluon kernel ("gluon") against
-    the Triton one ("triton"): configurations name their PATH. Elsewhere the Triton triples,
-    which take a configuration with PATH "triton" too and refuse one with "gluon", saying why.
-    The Gluon kernels read a delta of their own (one more flash_delta_kernel launch a call)."""
+    the Triton one ("triton"): configurations name their PATH. There the Triton kernels are
+    set up at their first launch and copy their gradients into the Gluon kernels' tensors
+    (_triton_copying_into), so a backward the Gluon kernels win runs one delta launch.
+    Elsewhere the Triton triples, which take a configuration with PATH "triton" too and refuse
+    one with "gluon", saying why."""
     G = flash_backward_hopper
-    gluon = G.backward_fits(q, k, v, lse, do)
-    if gluon:
-        do = do.contiguous()
-    (dq, dk, dv), launchers = backward_launchers(q, k, v, o, lse, do, causal)
-    if not gluon:
+    if not G.backward_fits(q, k, v, lse, do):
+        grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)
+
         def refusing(kernel, space, launch):
             def run(config):
                 path, options = split_path({"PATH": "triton", **config})
@@ -361,8 +380,12 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
                                      "kernels' configuration, or none to tune")
                 launch(Config(**options))
             return kernel, space, run
-        return (dq, dk, dv), {name: refusing(*triple) for name, triple in launchers.items()}
+        return grads, {name: refusing(*triple) for name, triple in launchers.items()}
+    do = do.contiguous()
     delta = backward_delta(o, do)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    triton_paths = _triton_copying_into(
+        (dq, dk, dv), lambda: backward_launchers(q, k, v, o, lse, do, causal))
     gluon_paths = {
         "dkdv": (KernelGroup("gluon_dkdv", (G.dkdv_one_kernel, G.dkdv_ws_kernel)), G.DKDV_SPACE,
                  lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
@@ -370,7 +393,7 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
                lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
     return (dq, dk, dv), {name: _path_race(f"flash_{name}_paths",
                                            {"gluon": gluon_paths[name], "triton": triple})
-                          for name, triple in launchers.items()}
+                          for name, triple in triton_paths.items()}
 
 
 @forbidden_in_graded_calls
