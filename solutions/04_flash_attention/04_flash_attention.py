@@ -1608,18 +1608,18 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #
 # Alone, the Gluon dk/dv ran 1.12x the Triton kernel and dq 1.07-1.33x. The course's
 # `attention_backward` races them against the Triton kernels for each shape. Against cuDNN's
-# backward (2026-12-04, run 30, float16):
+# backward (2026-12-04, float16 unless said; Triton kernels run c and run 31, Gluon run 34):
 #
 # | shape | Triton kernels | with the Gluon kernels |
 # | --- | --- | --- |
-# | B4 H32 S4096 D128 | 0.80x | 0.85x |
-# | same, causal | 0.81x | 0.90x |
-# | B8 H16 S2048 D64 causal | 0.93x | 1.16x |
+# | B4 H32 S4096 D128 | 0.80x | 0.86x |
+# | same, causal | 0.81x | 0.91x |
+# | same, causal, bfloat16 | 0.80x | 0.92x |
+# | B8 H16 S2048 D64 causal | 0.93x | 1.15x |
+# | B4, 32 query heads over 8 key/value heads, S4096 D128 causal | 0.81x | 0.91x |
 #
 # Grouped-query heads take the Gluon kernels too: each dk/dv program walks the query blocks of
 # every query head that shares its key/value head, summing their shares of dk and dv in registers.
-# At B4, 32 query heads over 8 key/value heads, S4096 D128 causal, that took the backward from
-# 0.80x cuDNN's to 0.92x (run 31).
 #
 # The first row is still behind: seven matmuls against five. Closing that gap means fusing dq into
 # the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does that
