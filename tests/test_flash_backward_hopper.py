@@ -53,7 +53,8 @@ def test_a_gluon_configuration_on_inputs_it_does_not_fit_says_why():
     ("k/v heads that do not divide q's", lambda q, k, v, lse: (q, k[:, :3], v[:, :3], lse)),
     ("k and v of different heads", lambda q, k, v, lse: (q, k[:, :2], v, lse)),
     ("q longer than k", lambda q, k, v, lse: (q, k[:, :, :128], v[:, :, :128], lse)),
-    ("lse a strided view", lambda q, k, v, lse: (q, k, v, lse.transpose(0, 1))),
+    ("lse a strided view", lambda q, k, v, lse: (q, k, v,
+                                                  torch.zeros(4, 2, 256).transpose(0, 1))),
     ("lse in float16", lambda q, k, v, lse: (q, k, v, lse.half())),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_backward_fits_takes_dividing_heads_and_contiguous_float32_lse(why, change, monkeypatch):
@@ -135,9 +136,8 @@ def test_a_dkdv_configuration_the_kernels_cannot_run_is_refused(config, words):
 
 
 def test_beside_the_gluon_kernels_the_triton_path_is_built_at_its_first_launch_and_copies():
-    """Where the Gluon kernels fit, the Triton triples set backward_launchers up (and its delta
-    launch) only when a Triton configuration first runs, and copy what they made into the
-    gradients the Gluon kernels fill: a backward the Gluon kernels win runs one delta launch."""
+    """_triton_copying_into sets backward_launchers up only when a Triton configuration first
+    runs, once, and copies what each kernel made into the gradients the Gluon kernels fill."""
     q, k, v, o, lse, do = backward_case()
     expected = flash_backward.flash_backward(q, k, v, o, lse, do, True,
                                              {"dkdv": SMALL, "dq": SMALL})
@@ -158,3 +158,42 @@ def test_beside_the_gluon_kernels_the_triton_path_is_built_at_its_first_launch_a
     triples["dkdv"][2](SMALL)
     assert len(builds) == 1
     assert all(torch.equal(a, b) for a, b in zip(grads, expected))
+
+
+def test_where_the_gluon_kernels_fit_a_gluon_backward_launches_delta_once(monkeypatch):
+    """fastest_launchers on inputs backward_fits takes (faked here: the Gluon kernels run only on
+    Hopper): Gluon configurations fill the returned tensors after one flash_delta_kernel
+    launch; a Triton configuration for one kernel still gives flash_backward's gradients."""
+    q, k, v, o, lse, do = backward_case(shape=(1, 4, 128, 32))
+    k, v = k[:, :2].contiguous(), v[:, :2].contiguous()  # grouped-query heads
+    o, lse = flash.flash_forward(q, k, v, True, config=SMALL)
+    expected = flash_backward.flash_backward(q, k, v, o, lse, do, True,
+                                             {"dkdv": SMALL, "dq": SMALL})
+    monkeypatch.setattr(flash_backward_hopper, "backward_fits", lambda *args: True)
+    filled = {}
+
+    def gluon_dkdv(q_, k_, v_, lse_, delta, do_, dk, dv, causal, config):
+        filled["dkdv"] = (dk, dv)
+        dk.copy_(expected[1])
+        dv.copy_(expected[2])
+
+    def gluon_dq(q_, k_, v_, lse_, delta, do_, dq, causal, config):
+        filled["dq"] = dq
+        dq.copy_(expected[0])
+    monkeypatch.setattr(flash_backward_hopper, "launch_dkdv", gluon_dkdv)
+    monkeypatch.setattr(flash_backward_hopper, "launch_dq", gluon_dq)
+    delta_kernel, launches = flash_backward.flash_delta_kernel, []
+
+    class CountingDelta:
+        def __getitem__(self, grid):
+            launches.append(grid)
+            return delta_kernel[grid]
+    monkeypatch.setattr(flash_backward, "flash_delta_kernel", CountingDelta())
+    gluon = {"dkdv": Config(PATH="gluon", **flash_backward_hopper.DKDV_SPACE.default),
+             "dq": Config(PATH="gluon", **flash_backward_hopper.DQ_SPACE.default)}
+    dq, dk, dv = flash_backward.attention_backward(q, k, v, o, lse, do, True, gluon)
+    assert len(launches) == 1
+    assert filled["dq"] is dq and filled["dkdv"][0] is dk and filled["dkdv"][1] is dv
+    mixed = {"dkdv": gluon["dkdv"], "dq": Config(PATH="triton", **SMALL)}
+    got = flash_backward.attention_backward(q, k, v, o, lse, do, True, mixed)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))

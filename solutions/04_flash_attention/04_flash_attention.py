@@ -1614,7 +1614,7 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # | --- | --- | --- |
 # | B4 H32 S4096 D128 | 0.80x | 0.86x |
 # | same, causal | 0.81x | 0.91x |
-# | same, causal, bfloat16 | 0.80x | 0.92x |
+# | same, causal, bfloat16 | 0.80x | 0.91x |
 # | B8 H16 S2048 D64 causal | 0.93x | 1.15x |
 # | B4, 32 query heads over 8 key/value heads, S4096 D128 causal | 0.81x | 0.91x |
 #
@@ -1623,7 +1623,10 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #
 # The first row is still behind: seven matmuls against five. Closing that gap means fusing dq into
 # the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does that
-# with TMA reductions into global memory, and Triton 3.6's Gluon does not offer them on Hopper.
+# with TMA reductions: the copy engine adds a block from shared memory into global memory, so the
+# warps that issue the matmuls never wait on the additions. Triton 3.6's Gluon has no Python
+# function for them, though its compiler has the operation underneath; a kernel built on it is
+# the next experiment, not yet measured.
 
 # %% [markdown] id="cell-42"
 # ## What comes next

@@ -341,9 +341,11 @@ def backward_delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
 
 def _triton_copying_into(grads, build) -> dict[str, tuple]:
     """The Triton kernels' (kernel, search space, launch(config)) triples for a race beside the
-    Gluon kernels: ``build()`` (backward_launchers on the inputs) runs at the first launch, so a
-    backward the Gluon kernels win computes delta once, and each launch copies the gradients
-    it made into ``grads`` (dq, dk, dv), the tensors the Gluon kernels fill."""
+    Gluon kernels: ``build()`` (backward_launchers on the inputs: its own delta launch and
+    gradient tensors) runs at the first launch, so a backward the Gluon kernels win computes
+    delta once, and each launch copies the gradients it made into ``grads`` (dq, dk, dv), the
+    tensors the Gluon kernels fill. Those copies are part of what the race times for the
+    Triton path, and a backward that runs it launches delta twice."""
     built = []
 
     def launch(name, config):
@@ -359,13 +361,13 @@ def _triton_copying_into(grads, build) -> dict[str, tuple]:
 
 
 def fastest_launchers(q, k, v, o, lse, do, causal: bool):
-    """backward_launchers' ((dq, dk, dv), launchers), each kernel's triple racing, where
-    flash_backward_hopper.backward_fits takes the inputs, its Gluon kernel ("gluon") against
-    the Triton one ("triton"): configurations name their PATH. There the Triton kernels are
-    set up at their first launch and copy their gradients into the Gluon kernels' tensors
-    (_triton_copying_into), so a backward the Gluon kernels win runs one delta launch.
-    Elsewhere the Triton triples, which take a configuration with PATH "triton" too and refuse
-    one with "gluon", saying why."""
+    """((dq, dk, dv), launchers) as backward_launchers returns them, each kernel's triple racing,
+    where flash_backward_hopper.backward_fits takes the inputs, its Gluon kernel ("gluon")
+    against the Triton one ("triton"): configurations name their PATH. There the gradients are
+    the Gluon kernels' tensors, and the Triton kernels are set up at their first launch and copy
+    into them (_triton_copying_into), so a backward the Gluon kernels win runs one delta
+    launch. Elsewhere backward_launchers' own, with Triton triples that take a configuration
+    with PATH "triton" too and refuse one with "gluon", saying why."""
     G = flash_backward_hopper
     if not G.backward_fits(q, k, v, lse, do):
         grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)

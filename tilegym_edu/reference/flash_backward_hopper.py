@@ -14,7 +14,7 @@ q/dO block (dkdv_ws_kernel). dq (dq_kernel) is the forward's loop with dP added 
 softmax; causal grids run the longest query blocks first.
 
 On an H200 (2026-12-04, docs/results/h200.md), the backward with these kernels in its race
-ran 0.86x cuDNN's at B4 H32 S4096 D128, 0.91x causal (0.92x in bfloat16), 0.91x with 32 query
+ran 0.86x cuDNN's at B4 H32 S4096 D128, 0.91x causal (in bfloat16 too), 0.91x with 32 query
 heads over 8 key/value heads causal and 1.15x at B8 H16 S2048 D64 causal (run 34), where the
 Triton kernels alone had run 0.80x, 0.81x, 0.81x and 0.93x (runs c and 31). Alone, dk/dv ran
 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29); a dq that issues the next key
