@@ -78,20 +78,29 @@ def test_bfloat16(causal):
         assert_close(name, got, expected)
 
 
-def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
-    (q, k, v, do, o, lse, _), expected = case((2, 4, 4, 1024, 128), torch.float16, True, seed=1)
-    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
-    problem = flash_backward.backward_problem(q, k, True)
+def race_both_paths(shape, causal, seed=0):
+    """fastest_launchers' triples on a case of ``shape``, each raced afresh (no cache, every
+    candidate timed): both PATHs must be timed, and attention_backward must match float64.
+    Returns the case, float64's gradients and the launchers."""
+    (q, k, v, do, o, lse, _), expected = case(shape, torch.float16, causal, seed=seed)
+    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, causal)
+    problem = flash_backward.backward_problem(q, k, causal)
     for name, (kernels, space, launch) in launchers.items():
-        assert isinstance(kernels, KernelGroup)
         result = autotune(kernels, problem, space, launch, cache=False, progress=False,
                           min_ms=0)
         timed = {t.config["PATH"] for t in result.trials if t.samples_ms}
         assert timed == {"gluon", "triton"}, (name, result.trials)
     for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
-            q, k, v, o, lse, do, True), expected):
+            q, k, v, o, lse, do, causal), expected):
         assert_close(name, got, want)
+    return (q, k, v, do, o, lse), expected, launchers
+
+
+def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
+    (q, k, v, do, o, lse), expected, launchers = race_both_paths((2, 4, 4, 1024, 128), True,
+                                                                 seed=1)
+    assert all(isinstance(kernels, KernelGroup) for kernels, _, _ in launchers.values())
     # a configuration without PATH (the Triton kernels' own) runs the Triton kernels only
     def refuse(*args):
         raise AssertionError("a Gluon kernel ran for a Triton configuration")
@@ -107,17 +116,8 @@ def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch)
 def test_grouped_query_heads_race_both_paths_and_take_a_triton_path_config(tmp_path,
                                                                           monkeypatch):
     monkeypatch.setenv("TILEGYM_CACHE_DIR", str(tmp_path))
-    (q, k, v, do, o, lse, _), expected = case((1, 8, 2, 512, 64), torch.float16, False)
+    (q, k, v, do, o, lse), expected, _ = race_both_paths((1, 8, 2, 512, 64), False)
     assert G.backward_fits(q, k, v, lse, do)
-    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, False)
-    problem = flash_backward.backward_problem(q, k, False)
-    for name, (kernels, space, launch) in launchers.items():
-        result = autotune(kernels, problem, space, launch, cache=False, progress=False,
-                          min_ms=0)
-        assert {t.config["PATH"] for t in result.trials if t.samples_ms} == {"gluon", "triton"}
-    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
-            q, k, v, o, lse, do, False), expected):
-        assert_close(name, got, want)
     configs = {"dkdv": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4,
                               num_stages=2),
                "dq": Config(PATH="triton", BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)}
