@@ -151,7 +151,7 @@ def compare_backward(row, record):
     with torch.no_grad():
         o, lse = flash.flash_forward(q, k, v, causal)
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, causal)
-    tuned = {name: dict(r.config) for name, r in flash_backward.tune_backward(
+    tuned = {name: dict(r.config) for name, r in flash_backward.tune_attention_backward(
         flash_backward.backward_problem(q, k, causal), launchers).items()}
     attends = {"reference": lambda: flash_backward.attention(q, k, v, causal)}
     attends.update({name: sdpa(backend, q, k, v, causal) for name, backend in BACKENDS.items()})

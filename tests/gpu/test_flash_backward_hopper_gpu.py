@@ -1,14 +1,15 @@
-"""The Gluon backward for Hopper (reference/flash_backward_hopper.py), every configuration the
-tuner races, on a GPU of compute capability 9.x: dk, dv and dq against float64 autograd, head
-sizes 64 and 128, causal and not, float16 (and bfloat16 on one shape); and
-flash_backward.attention_backward, which races them against the Triton kernels: both paths
-timed in a fresh race, a Triton configuration running the Triton kernels, and both paths on
-grouped-query heads."""
+"""The Gluon backward for Hopper (reference/flash_backward_hopper.py and the one pass of
+flash_backward_onepass.py), every configuration the tuner races, on a GPU of compute capability
+9.x: dk, dv and dq against float64 autograd, head sizes 64 and 128, causal and not, float16
+(and bfloat16 on one shape); and flash_backward.attention_backward, which races them against
+the Triton kernels and the one pass against the two: every path timed in a fresh race, a
+Triton configuration running the Triton kernels, and every path on grouped-query heads."""
 import pytest
 import torch
 
 from tilegym_edu.check import TOLERANCES, relative_error
 from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper as G
+from tilegym_edu.reference import flash_backward_onepass as O
 from tilegym_edu.tune import Config, KernelGroup, autotune
 
 pytestmark = pytest.mark.skipif(
@@ -67,6 +68,30 @@ def test_every_dq_configuration_is_right(shape, causal):
         assert_close(f"dq {dict(config)}", dq, dq_ref)
 
 
+def run_onepass(q, k, v, do, lse, delta, causal, config):
+    """(dq, dk, dv) of one launch_onepass into NaN-filled tensors (the accumulator too: the
+    launch must zero it)."""
+    accumulator = torch.full(q.shape, float("nan"), device="cuda")
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    O.launch_onepass(q, k, v, lse, delta, do, accumulator, *grads, causal, config)
+    return grads
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_onepass_configuration_is_right_and_dk_dv_repeat_bit_for_bit(shape, causal):
+    """dq is summed by reduce-adds in whatever order they land; dk and dv in registers, so two
+    runs must give the same bits."""
+    (q, k, v, do, o, lse, delta), expected = case(shape, torch.float16, causal)
+    assert O.onepass_fits(q, k, v, lse, do)
+    for config in O.ONEPASS_SPACE.configs(level=2):
+        first = run_onepass(q, k, v, do, lse, delta, causal, config)
+        again = run_onepass(q, k, v, do, lse, delta, causal, config)
+        for name, got, want in zip("dq dk dv".split(), first, expected):
+            assert_close(f"{name} {dict(config)}", got, want)
+        assert torch.equal(first[1], again[1]) and torch.equal(first[2], again[2]), config
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_bfloat16(causal):
     (q, k, v, do, o, lse, delta), (dq_ref, dk_ref, dv_ref) = case((1, 2, 2, 1024, 128),
@@ -74,25 +99,38 @@ def test_bfloat16(causal):
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, G.DKDV_SPACE.default)
     G.launch_dq(q, k, v, lse, delta, do, dq, causal, G.DQ_SPACE.default)
+    onepass = run_onepass(q, k, v, do, lse, delta, causal, O.ONEPASS_SPACE.default)
     for name, got, expected in (("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)):
         assert_close(name, got, expected)
+    for name, got, expected in zip("dq dk dv".split(), onepass, (dq_ref, dk_ref, dv_ref)):
+        assert_close(f"{name} (one pass)", got, expected)
 
 
 def race_both_paths(shape, causal, seed=0):
-    """fastest_launchers' triples on a case of ``shape``, each raced afresh (no cache, every
-    candidate timed): both PATHs must be timed, and attention_backward must match float64.
+    """fastest_launchers' dk/dv and dq triples on a case of ``shape``, each raced afresh (no
+    cache, every candidate timed), then passes_race with their winners: every PATH must be
+    timed, and attention_backward must match float64 with each winner and with the one pass.
     Returns the case, float64's gradients and the launchers."""
     (q, k, v, do, o, lse, _), expected = case(shape, torch.float16, causal, seed=seed)
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, causal)
+    assert set(launchers) == {"dkdv", "dq", "onepass"}
     problem = flash_backward.backward_problem(q, k, causal)
-    for name, (kernels, space, launch) in launchers.items():
+    winners = {}
+
+    def race(name, triple, paths):
+        kernels, space, launch = triple
         result = autotune(kernels, problem, space, launch, cache=False, progress=False,
                           min_ms=0)
         timed = {t.config["PATH"] for t in result.trials if t.samples_ms}
-        assert timed == {"gluon", "triton"}, (name, result.trials)
-    for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
-            q, k, v, o, lse, do, causal), expected):
-        assert_close(name, got, want)
+        assert timed == paths, (name, result.trials)
+        winners[name] = result.config
+    for name in ("dkdv", "dq"):
+        race(name, launchers[name], {"gluon", "triton"})
+    race("passes", flash_backward.passes_race(launchers, winners), {"two", "onepass"})
+    for configs in (None, {"passes": Config(PATH="onepass", **O.ONEPASS_SPACE.default)}):
+        for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
+                q, k, v, o, lse, do, causal, configs), expected):
+            assert_close(f"{name} ({configs})", got, want)
     return (q, k, v, do, o, lse), expected, launchers
 
 
@@ -101,11 +139,12 @@ def test_attention_backward_races_both_paths_and_is_right(tmp_path, monkeypatch)
     (q, k, v, do, o, lse), expected, launchers = race_both_paths((2, 4, 4, 1024, 128), True,
                                                                  seed=1)
     assert all(isinstance(kernels, KernelGroup) for kernels, _, _ in launchers.values())
-    # a configuration without PATH (the Triton kernels' own) runs the Triton kernels only
+    # a Triton configuration without PATH (the Triton kernels' own) runs the Triton kernels only
     def refuse(*args):
         raise AssertionError("a Gluon kernel ran for a Triton configuration")
     monkeypatch.setattr(G, "launch_dkdv", refuse)
     monkeypatch.setattr(G, "launch_dq", refuse)
+    monkeypatch.setattr(O, "launch_onepass", refuse)
     fixed = {"dkdv": Config(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
              "dq": Config(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)}
     for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(

@@ -16,7 +16,9 @@ of them. Shapes and dtypes as in `flash`; the gradients have the shapes of q, k 
 FlashAttention-2's one pass (the key-block programs also add their share of dq into a float32
 buffer by atomics: five matmuls a pair of blocks where these kernels take seven) ran slower
 in Triton on the H200, 0.58-0.78x these kernels' speed, whether dq went by atomics or TMA
-reductions; `benchmarks/attention_backward_ideas.py` measures why.
+reductions; `benchmarks/attention_backward_ideas.py` measures why. Written in Gluon, with
+FlashAttention-3's schedule (flash_backward_onepass), it ran faster at head size 128 without
+a mask: `attention_backward` races it against the two passes.
 """
 import math
 
@@ -26,7 +28,7 @@ import triton.language as tl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference import flash_backward_hopper, flash_hopper
+from tilegym_edu.reference import flash_backward_hopper, flash_backward_onepass, flash_hopper
 from tilegym_edu.reference.flash import block_d, descriptors_fit, flash_forward, kv_descriptors
 from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
                               configs_from_rows, path_space, split_path)
@@ -360,14 +362,31 @@ def _triton_copying_into(grads, build) -> dict[str, tuple]:
                                         ("dq", flash_dq_kernel, DQ_SPACE))}
 
 
+def _onepass_into(grads, q, k, v, lse, delta, do, causal: bool) -> tuple:
+    """flash_backward_onepass's (kernels, search space, launch(config)) filling ``grads`` (dq,
+    dk, dv), its float32 dq accumulator allocated at the first launch."""
+    onepass = flash_backward_onepass
+    accumulator = []
+
+    def launch(config):
+        if not accumulator:
+            accumulator.append(torch.empty(q.shape, dtype=torch.float32, device=q.device))
+        onepass.launch_onepass(q, k, v, lse, delta, do, accumulator[0], *grads, causal, config)
+    return (KernelGroup("flash_onepass", (onepass.onepass_kernel,
+                                          onepass.dq_from_accumulator_kernel)),
+            onepass.ONEPASS_SPACE, launch)
+
+
 def fastest_launchers(q, k, v, o, lse, do, causal: bool):
     """((dq, dk, dv), launchers) as backward_launchers returns them, each kernel's triple racing,
     where flash_backward_hopper.backward_fits takes the inputs, its Gluon kernel ("gluon")
     against the Triton one ("triton"): configurations name their PATH. There the gradients are
     the Gluon kernels' tensors, and the Triton kernels are set up at their first launch and copy
     into them (_triton_copying_into), so a backward the Gluon kernels win runs one delta
-    launch. Elsewhere backward_launchers' own, with Triton triples that take a configuration
-    with PATH "triton" too and refuse one with "gluon", saying why."""
+    launch; and where flash_backward_onepass.onepass_fits takes them too, launchers has a
+    third triple, "onepass", the whole backward in one pass into the same tensors (passes_race
+    races it against the other two). Elsewhere backward_launchers' own, with Triton triples
+    that take a configuration with PATH "triton" too and refuse one with "gluon", saying why."""
     G = flash_backward_hopper
     if not G.backward_fits(q, k, v, lse, do):
         grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)
@@ -393,24 +412,66 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
                  lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
         "dq": (G.dq_kernel, G.DQ_SPACE,
                lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
-    return (dq, dk, dv), {name: _path_race(f"flash_{name}_paths",
-                                           {"gluon": gluon_paths[name], "triton": triple})
-                          for name, triple in triton_paths.items()}
+    launchers = {name: _path_race(f"flash_{name}_paths", {"gluon": gluon_paths[name],
+                                                         "triton": triple})
+                 for name, triple in triton_paths.items()}
+    if flash_backward_onepass.onepass_fits(q, k, v, lse, do):
+        launchers["onepass"] = _onepass_into((dq, dk, dv), q, k, v, lse, delta, do, causal)
+    return (dq, dk, dv), launchers
+
+
+def _two_passes(launchers, configs) -> None:
+    """launchers' dk/dv and dq kernels, each with its configuration in ``configs``."""
+    for name in ("dkdv", "dq"):
+        launchers[name][2](configs[name])
+
+
+def passes_race(launchers, configs) -> tuple:
+    """(kernels, search space, launch(config)) racing fastest_launchers' one pass ("onepass",
+    configurations of flash_backward_onepass.ONEPASS_SPACE) against its two passes ("two": the
+    dk/dv and dq triples with configs["dkdv"] and configs["dq"], read at each launch). Level 0
+    is the two passes."""
+    kernels = [k for name in ("dkdv", "dq") for k in launchers[name][0].kernels]
+    two = (KernelGroup("flash_two_passes", kernels), SearchSpace(default=Config()),
+           lambda _: _two_passes(launchers, configs))
+    return _path_race("flash_backward_passes", {"two": two, "onepass": launchers["onepass"]})
+
+
+def tune_attention_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:
+    """The tuner's result for each of fastest_launchers' kernels (tune_backward's, the one
+    pass left out) and, where it has the one pass, for "passes": passes_race with the
+    configurations the two passes were tuned to."""
+    results = tune_backward(problem, {n: launchers[n] for n in ("dkdv", "dq")}, level)
+    if "onepass" in launchers:
+        kernels, space, launch = passes_race(
+            launchers, {name: result.config for name, result in results.items()})
+        results["passes"] = autotune(kernels, problem, space, launch, level=level)
+    return results
 
 
 @forbidden_in_graded_calls
 def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
                        level: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The course's fastest backward: flash_backward's (dq, dk, dv), where the Gluon kernels
-    take the inputs each kernel raced against them (fastest_launchers). ``configs`` {"dkdv":
-    ..., "dq": ...} as fastest_launchers' spaces take them (a Triton configuration without
-    PATH runs the Triton kernel), else tuned at ``level``."""
+    take the inputs each kernel raced against them and the two passes against the one pass
+    (fastest_launchers, passes_race). ``configs`` {"dkdv": ..., "dq": ...} as
+    fastest_launchers' spaces take them (a Triton configuration without PATH runs the Triton
+    kernel) runs the two passes; with "passes" too (passes_race's: {"PATH": "onepass", ...}
+    or {"PATH": "two"}) it runs what that names. Without ``configs``, everything tuned at
+    ``level``."""
     grads, launchers = fastest_launchers(q, k, v, o, lse, do, causal)
     if configs is None:
-        configs = {name: result.config for name, result in
-                   tune_backward(backward_problem(q, k, causal), launchers, level).items()}
-    for name, (_, _, launch) in launchers.items():
-        launch(configs[name])
+        configs = {name: result.config for name, result in tune_attention_backward(
+            backward_problem(q, k, causal), launchers, level).items()}
+    if "passes" not in configs:
+        _two_passes(launchers, configs)
+    elif "onepass" in launchers:
+        passes_race(launchers, configs)[2](configs["passes"])
+    else:
+        raise ValueError(f"a configuration of the passes race ({dict(configs['passes'])}): "
+                         "these inputs do not fit the one pass "
+                         "(flash_backward_onepass.onepass_fits); leave out \"passes\" to run "
+                         "the two passes")
     return grads
 
 
