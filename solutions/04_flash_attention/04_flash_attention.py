@@ -1621,12 +1621,19 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # Grouped-query heads take the Gluon kernels too: each dk/dv program walks the query blocks of
 # every query head that shares its key/value head, summing their shares of dk and dv in registers.
 #
-# The first row is still behind: seven matmuls against five. Closing that gap means fusing dq into
-# the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does that
-# with TMA reductions: the copy engine adds a block from shared memory into global memory, so the
-# warps that issue the matmuls never wait on the additions. Triton 3.6's Gluon has no Python
-# function for them, though its compiler has the operation underneath; a kernel built on it is
-# the next experiment, not yet measured.
+# The first row was still behind: seven matmuls against five. Closing that gap means fusing dq
+# into the dk/dv kernel while keeping its additions off the matmuls' path. FlashAttention-3 does
+# that with TMA reductions: the copy engine adds a tile from shared memory into global memory, so
+# the warps that issue the matmuls never wait on the additions. Triton 3.6's Gluon has no Python
+# function for them, though its compiler has the operation underneath:
+# `tilegym_edu/reference/flash_backward_onepass.py` names it in four lines and builds
+# FlashAttention-3's schedule on it. Both consumer warpgroups put their dS^T in shared memory,
+# then each multiplies all 128 keys' dS by half of K's columns and adds that half of the query
+# block's dq into a float32 buffer, one addition per element per 128 keys; a small kernel turns
+# the buffer into dq at the end. On the first row the one pass ran 0.92x cuDNN where the two
+# passes ran 0.86x (run 35). It tied them causal, and lost at head size 64 (0.87x against 1.05x)
+# and with grouped-query heads (0.89x against 0.92x), so `attention_backward` races the one pass
+# against the two passes too, for each shape.
 
 # %% [markdown] id="cell-42"
 # ## What comes next
