@@ -1607,16 +1607,17 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #   straight from registers, with no transpose.
 #
 # Alone, the Gluon dk/dv ran 1.12x the Triton kernel and dq 1.07-1.33x. The course's
-# `attention_backward` races them against the Triton kernels for each shape. Against cuDNN's
-# backward (2026-12-04, float16 unless said; Triton kernels run c and run 31, Gluon run 34):
+# `attention_backward` races them against the Triton kernels for each shape, and (below) against
+# a third way, the backward in one pass. Against cuDNN's backward (2026-12-04, float16 unless
+# said; Triton kernels run c and run 31, Gluon run 34, with the one pass run 36):
 #
-# | shape | Triton kernels | with the Gluon kernels |
-# | --- | --- | --- |
-# | B4 H32 S4096 D128 | 0.80x | 0.86x |
-# | same, causal | 0.81x | 0.91x |
-# | same, causal, bfloat16 | 0.80x | 0.91x |
-# | B8 H16 S2048 D64 causal | 0.93x | 1.15x |
-# | B4, 32 query heads over 8 key/value heads, S4096 D128 causal | 0.81x | 0.91x |
+# | shape | Triton kernels | with the Gluon kernels | with the one pass raced too |
+# | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 | 0.80x | 0.86x | 0.96x (one pass) |
+# | same, causal | 0.81x | 0.91x | 0.95x (one pass) |
+# | same, causal, bfloat16 | 0.80x | 0.91x | 0.93x (one pass) |
+# | B8 H16 S2048 D64 causal | 0.93x | 1.15x | 1.14x (two passes) |
+# | B4, 32 query heads over 8 key/value heads, S4096 D128 causal | 0.81x | 0.91x | 0.91x (two passes) |
 #
 # Grouped-query heads take the Gluon kernels too: each dk/dv program walks the query blocks of
 # every query head that shares its key/value head, summing their shares of dk and dv in registers.
@@ -1630,10 +1631,11 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # FlashAttention-3's schedule on it. Both consumer warpgroups put their dS^T in shared memory,
 # then each multiplies all 128 keys' dS by half of K's columns and adds that half of the query
 # block's dq into a float32 buffer, one addition per element per 128 keys; a small kernel turns
-# the buffer into dq at the end. On the first row the one pass ran 0.92x cuDNN where the two
-# passes ran 0.86x (run 35). It tied them causal, and lost at head size 64 (0.87x against 1.05x)
-# and with grouped-query heads (0.89x against 0.92x), so `attention_backward` races the one pass
-# against the two passes too, for each shape.
+# the buffer into dq at the end. In its first measurement (run 35) the one pass ran 0.92x cuDNN
+# on the first row where the two passes ran 0.86x, tied them causal, and lost at head size 64
+# (0.87x against 1.05x) and with grouped-query heads (0.89x against 0.92x). So
+# `attention_backward` races the one pass against the two passes too, for each shape: the last
+# column of the table above says which won.
 
 # %% [markdown] id="cell-42"
 # ## What comes next

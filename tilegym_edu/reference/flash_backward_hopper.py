@@ -20,7 +20,8 @@ Triton kernels alone had run 0.80x, 0.81x, 0.81x and 0.93x (runs c and 31). Alon
 1.12x the Triton kernel and dq 1.07-1.33x (runs 26 and 29); a dq that issues the next key
 block's S and dP behind this block's dS K ran 0.73-0.90x this one and was dropped (run 33).
 attention_backward also races the two passes against flash_backward_onepass, which computes
-dk, dv and dq in one pass with these kernels' pieces.
+dk, dv and dq in one pass with these kernels' pieces; with it the backward ran 0.96x, 0.95x,
+0.93x (bfloat16), 0.91x and 1.14x on those rows (run 36), the two passes keeping the last two.
 
 Inputs as hopper_fits takes them for the forward (compute capability 9.x, Triton 3.6, head_dim
 64 or 128, float16 or bfloat16, contiguous, sequence lengths multiples of 128), and further one

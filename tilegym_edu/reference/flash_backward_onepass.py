@@ -22,15 +22,18 @@ On an H200 (2026-12-04, run 35, docs/results/h200.md), at B4 H32 S4096 D128 the 
 its delta, zeroing and conversion ran 0.92x cuDNN's backward where the two passes ran 0.86x;
 causal it tied them (0.92x); at head size 64 and on 32 query over 8 key/value heads the two
 passes stayed faster (0.87x and 0.89x cuDNN against 1.05x and 0.92x), which is why the two are
-raced. Two other schedules ran and were dropped: one warpgroup of 64 keys (9.4 ms against 5.1
-at D128) and each consumer reducing its own 64 keys' share (5.3-5.5 ms: twice the reduce
-traffic); starting each program's walk at its own key block's query block did not help this
-one (5.14 against 5.08 ms).
+raced. In the race (run 36) the backward ran 0.96x cuDNN at B4 H32 S4096 D128, 0.95x causal and
+0.93x causal in bfloat16 on the one pass, 0.91x grouped-query and 1.14x at B8 H16 S2048 D64
+causal on the two passes. Two other schedules ran and were dropped: one warpgroup of 64 keys
+(9.4 ms against 5.1 at D128) and each consumer reducing its own 64 keys' share (5.3-5.5 ms:
+twice the reduce traffic); starting each program's walk at its own key block's query block did
+not help this one (5.14 against 5.08 ms).
 
 Inputs as flash_backward_hopper.backward_fits takes them. The kernels do not run in Triton's
 interpreter: their tests are in tests/gpu/.
 """
 import math
+
 import torch
 import triton
 import triton.language as tl
