@@ -80,15 +80,16 @@ def _issue_qdo(descs, ring, bars, row, slot):
 
 
 @gluon.jit
-def _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv, start_m, key_pos, zero_s, qk_scale,
+def _dkdv_issue(i, k_tile, v_tile, ring, bars, dk, dv, start_m, key_pos, zero_s, qk_scale,
                 STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
                 s_layout: gl.constexpr, a_layout: gl.constexpr):
     """The i-th streamed query block (queries start_m ..): its q, dO, lse, delta in ring slot
-    i % STAGES; adds its share to dk and dv (float32, the wgmma accumulator layout) and
-    returns them once every wgmma reading the slot has finished (the slot is free then).
-    key_pos: the positions of this warpgroup's (or program's) key rows, in the rows' slice of
-    s_layout; zero_s: zeros in S^T's shape and layout. MASKED: zero P^T where query < key
-    (the blocks crossing the causal diagonal)."""
+    i % STAGES; issues its shares of dv and dk (float32, the wgmma accumulator layout) and
+    returns (dk, dv, p_op, ds_op, ds) with those two wgmmas still running: wait on them, with
+    p_op and ds_op (their register operands), before the slot is reused. ds is dS^T in the
+    inputs' dtype, in s_layout. key_pos: the positions of this warpgroup's (or program's) key
+    rows, in the rows' slice of s_layout; zero_s: zeros in S^T's shape and layout. MASKED:
+    zero P^T where query < key (the blocks crossing the causal diagonal)."""
     q_smem, do_smem, lse_smem, delta_smem = ring
     q_bars, do_bars = bars
     dtype: gl.constexpr = q_smem.dtype
@@ -112,9 +113,21 @@ def _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv, start_m, key_pos, zero_s,
     dv = warpgroup_mma(p_op, do_tile, dv, is_async=True)
     dp = warpgroup_mma_wait(1, deps=(dp,))  # dP^T in; dV still running
     delta = delta_smem.index(slot).load(col_layout)
-    ds = p * (dp - gl.expand_dims(delta, 0))
-    ds_op = gl.convert_layout(ds.to(dtype), a_layout)
+    ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)
+    ds_op = gl.convert_layout(ds, a_layout)
     dk = warpgroup_mma(ds_op, q_tile, dk, is_async=True)
+    return dk, dv, p_op, ds_op, ds
+
+
+@gluon.jit
+def _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv, start_m, key_pos, zero_s, qk_scale,
+                STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
+                s_layout: gl.constexpr, a_layout: gl.constexpr):
+    """_dkdv_issue's shares of dk and dv, returned once every wgmma reading the slot has
+    finished (the slot is free then)."""
+    dk, dv, p_op, ds_op, ds = _dkdv_issue(i, k_tile, v_tile, ring, bars, dk, dv, start_m,
+                                          key_pos, zero_s, qk_scale, STAGES, BLOCK_M, MASKED,
+                                          s_layout, a_layout)
     dv, dk, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv, dk, p_op, ds_op))
     return dk, dv
 

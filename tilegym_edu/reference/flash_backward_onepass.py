@@ -42,8 +42,8 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference.flash_backward_hopper import (WG_KEYS, _alloc_ring, _dkdv_produce,
-                                                         _lse_descriptor,
+from tilegym_edu.reference.flash_backward_hopper import (WG_KEYS, _alloc_ring, _dkdv_issue,
+                                                         _dkdv_produce, _lse_descriptor,
                                                          _query_range, _store_tile,
                                                          backward_fits)
 from tilegym_edu.reference.flash_hopper import rows_descriptor
@@ -77,41 +77,16 @@ def _onepass_block(i, WG: gl.constexpr, k_smem, v_smem, ring, bars, dk, dv, star
                    key_pos, zero_s, zero_q, qk_scale, ds_smem, ds_ready, ds_free, dq_smem,
                    dq_desc, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
                    s_layout: gl.constexpr, a_layout: gl.constexpr):
-    """flash_backward_hopper._dkdv_block for consumer WG's 64 keys against the i-th streamed
+    """flash_backward_hopper._dkdv_issue for consumer WG's 64 keys against the i-th streamed
     query block (queries start_m .., accumulator rows q_row ..), then dq's share of all 128
     keys: once both consumers' dS^T are in ds_smem (ds_ready), dS (BLOCK_M x 128) times K's
     columns WG * HEAD_DIM / 2 .. into dq_smem, reduce-added at (q_row, WG * HEAD_DIM / 2).
     ds_free holds the next block's dS^T stores until both consumers' dq matmuls have read
     ds_smem."""
-    q_smem, do_smem, lse_smem, delta_smem = ring
-    q_bars, do_bars = bars
-    dtype: gl.constexpr = q_smem.dtype
     HALF: gl.constexpr = k_smem.shape[2] // 2
-    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
-    slot = i % STAGES
-    phase = (i // STAGES) & 1
-    q_tile = q_smem.index(slot)
-    do_tile = do_smem.index(slot)
-    k_tile = k_smem.index(WG)
-    v_tile = v_smem.index(WG)
-
-    mbarrier.wait(q_bars.index(slot), phase)
-    s = warpgroup_mma(k_tile, q_tile.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    mbarrier.wait(do_bars.index(slot), phase)
-    dp = warpgroup_mma(v_tile, do_tile.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    s = warpgroup_mma_wait(1, deps=(s,))  # S^T in; dP^T still on the tensor cores
-    lse = lse_smem.index(slot).load(col_layout)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(lse, 0))
-    if MASKED:
-        cols = start_m + gl.arange(0, BLOCK_M, layout=col_layout)
-        p = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(key_pos, 1), p, 0.0)
-    p_op = gl.convert_layout(p.to(dtype), a_layout)
-    dv = warpgroup_mma(p_op, do_tile, dv, is_async=True)
-    dp = warpgroup_mma_wait(1, deps=(dp,))  # dP^T in; dV still running
-    delta = delta_smem.index(slot).load(col_layout)
-    ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)
-    ds_op = gl.convert_layout(ds, a_layout)
-    dk = warpgroup_mma(ds_op, q_tile, dk, is_async=True)
+    dk, dv, p_op, ds_op, ds = _dkdv_issue(i, k_smem.index(WG), v_smem.index(WG), ring, bars, dk,
+                                          dv, start_m, key_pos, zero_s, qk_scale, STAGES,
+                                          BLOCK_M, MASKED, s_layout, a_layout)
     mbarrier.wait(ds_free, (i & 1) ^ 1)  # a new barrier passes phase 1
     ds_smem.index(WG).store(ds)
     fence_async_shared()
