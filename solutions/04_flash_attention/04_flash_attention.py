@@ -1617,7 +1617,7 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # | same, causal | 0.81x | 0.91x | 0.95x (one pass) |
 # | same, causal, bfloat16 | 0.80x | 0.91x | 0.93x (one pass) |
 # | B8 H16 S2048 D64 causal | 0.93x | 1.15x | 1.14x (two passes) |
-# | B4, 32 query heads over 8 key/value heads, S4096 D128 causal | 0.81x | 0.91x | 0.91x (two passes) |
+# | B4, 32 query heads over 8 k/v heads, S4096 D128 causal | 0.81x | 0.91x | 0.91x (two passes) |
 #
 # Grouped-query heads take the Gluon kernels too: each dk/dv program walks the query blocks of
 # every query head that shares its key/value head, summing their shares of dk and dv in registers.
