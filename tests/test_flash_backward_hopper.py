@@ -69,12 +69,11 @@ def test_backward_fits_takes_dividing_heads_and_contiguous_float32_lse(why, chan
 
 def test_the_race_runs_the_path_a_configuration_names():
     ran = []
-    paths = {"gluon": (flash_backward_hopper.dq_kernel, flash_backward_hopper.DQ_SPACE,
-                       lambda c: ran.append(("gluon", dict(c)))),
-             "triton": (flash_backward.flash_dq_kernel, flash_backward.DQ_SPACE,
-                        lambda c: ran.append(("triton", dict(c))))}
-    kernels, space, launch = flash_backward._path_race("dq_paths", paths)
-    assert isinstance(kernels, KernelGroup)
+    race = flash_backward.DQ_RACE
+    kernels, space, launch = flash_backward._racing(
+        race, {"gluon": lambda c: ran.append(("gluon", dict(c))),
+               "triton": lambda c: ran.append(("triton", dict(c)))})
+    assert isinstance(kernels, KernelGroup) and kernels is race.kernels and space is race.space
     assert kernels.kernels == (flash_backward_hopper.dq_kernel, flash_backward.flash_dq_kernel)
     candidates = space.configs(level=1)
     assert candidates[0] == Config(PATH="gluon", **flash_backward_hopper.DQ_SPACE.default)
@@ -89,6 +88,8 @@ def test_the_race_runs_the_path_a_configuration_names():
     launch(triton_config)                      # no PATH: the Triton kernel, as before
     assert ran == [("gluon", dict(flash_backward_hopper.DQ_SPACE.default)),
                    ("triton", dict(triton_config))]
+    with pytest.raises(ValueError, match="PATH 'cuda'.*'gluon', 'triton'"):
+        launch(Config(PATH="cuda", BLOCK_M=64))
 
 
 def test_every_block_divides_the_sequence_multiple_the_kernels_take():

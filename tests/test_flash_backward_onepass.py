@@ -7,6 +7,7 @@ import torch
 
 from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper
 from tilegym_edu.reference import flash_backward_onepass as onepass
+from tilegym_edu import tune
 from tilegym_edu.tune import Config, KernelGroup
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
@@ -26,17 +27,43 @@ def backward_case(shape=(1, 4, 128, 32), kv_heads=2, causal=True):
 
 
 def test_without_a_hopper_gpu_the_one_pass_is_not_offered_and_a_passes_config_says_why():
-    (q, k, v, o, lse, do), _ = backward_case()
-    assert not onepass.onepass_fits(q.half(), k.half(), v.half(), lse, do.half())
+    (q, k, v, o, lse, do), expected = backward_case()
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
     assert set(launchers) == {"dkdv", "dq"}
-    with pytest.raises(ValueError, match="do not fit the one pass.*onepass_fits.*leave out"):
+    with pytest.raises(ValueError, match="do not fit it.*onepass_fits.*leave out"):
         flash_backward.attention_backward(q, k, v, o, lse, do, True,
                                           {"dkdv": SMALL, "dq": SMALL, "passes": ONEPASS})
+    # a tuned configuration that names the two passes runs them here too
+    got = flash_backward.attention_backward(
+        q, k, v, o, lse, do, True, {"dkdv": SMALL, "dq": SMALL, "passes": Config(PATH="two")})
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+def test_the_one_pass_needs_the_gluon_kernels_inputs_and_the_tma_reduction(monkeypatch):
+    q, k, v = (torch.zeros(1, 2, 128, 64) for _ in range(3))
+    lse = torch.zeros(1, 2, 128)
+    monkeypatch.setattr(onepass, "backward_fits", lambda *args: True)
+    assert onepass.onepass_fits(q, k, v, lse, q)
+    monkeypatch.setattr(onepass, "REDUCE_ADD", None)  # a Triton whose compiler lacks it
+    assert not onepass.onepass_fits(q, k, v, lse, q)
+
+
+@pytest.mark.parametrize("config, words", [
+    (Config(STAGES=2), "needs BLOCK_M"),
+    (Config(BLOCK_M=128, STAGES=2), "takes BLOCK_M 64, not 128"),
+    (Config(BLOCK_M=64, STAGES=4), "takes STAGES 2 or 3, not 4"),
+], ids=["no BLOCK_M", "BLOCK_M 128", "4 stages"])
+def test_a_onepass_configuration_it_cannot_run_is_refused_before_any_launch(config, words):
+    assert words in onepass.onepass_prune(config, {"head_dim": 64}, None)
+    assert all(onepass.onepass_prune(c, {"head_dim": 128}, None) is None
+               for c in onepass.ONEPASS_SPACE.configs(level=2))
+    q = torch.zeros(1, 2, 128, 64)
+    with pytest.raises(ValueError, match=words):
+        onepass.launch_onepass(q, q, q, None, None, q, q.float(), q, q, q, False, config)
 
 
 @pytest.fixture
-def faked_fit(monkeypatch):
+def faked_fit(monkeypatch, fresh_cache):
     """Inputs that fit both Gluon paths (faked: they run only on Hopper), the Gluon launches
     replaced by copies of flash_backward's gradients; returns (case, expected, calls), calls
     recording each launch's name and the tensors it filled."""
@@ -105,16 +132,55 @@ def test_the_passes_race_offers_the_two_passes_first_and_every_onepass_configura
     assert calls[2][4] == dict(onepass.ONEPASS_SPACE.configs(level=1)[-1])
 
 
-def test_untimed_tuning_keeps_the_two_passes(faked_fit):
+@pytest.mark.parametrize("configs, words", [
+    ({"passes": Config(PATH="two")}, "need a configuration for dkdv and dq"),
+    ({"dkdv": GLUON["dkdv"], "passes": Config(PATH="two")}, "need a configuration for dq"),
+    ({"passes": Config(PATH="three")}, "PATH 'three'.*'two', 'onepass'"),
+], ids=["two without either", "two without dq", "unknown path"])
+def test_a_passes_configuration_that_cannot_run_says_what_to_change(faked_fit, configs, words):
+    case, _, calls = faked_fit
+    with pytest.raises(ValueError, match=words):
+        flash_backward.attention_backward(*case, True, configs)
+    assert calls == []
+
+
+def test_the_passes_race_times_the_two_passes_as_tuned_and_level_0_skips_it(faked_fit,
+                                                                             monkeypatch):
     """In the interpreter nothing is timed: every race returns its default, and the passes
-    race's is the two passes."""
+    race's is the two passes; its problem names the two passes' configurations, and its "two"
+    runs them."""
     case, expected, calls = faked_fit
     q, k = case[0], case[1]
     _, launchers = flash_backward.fastest_launchers(*case, True)
-    results = flash_backward.tune_attention_backward(
-        flash_backward.backward_problem(q, k, True), launchers)
+    problem = flash_backward.backward_problem(q, k, True)
+    assert set(flash_backward.tune_attention_backward(problem, launchers, level=0)) == {
+        "dkdv", "dq"}
+    raced, autotune = [], flash_backward.autotune
+
+    def recording(kernels, problem_, space, launch, **options):
+        raced.append((kernels, problem_, launch))
+        return autotune(kernels, problem_, space, launch, **options)
+    monkeypatch.setattr(flash_backward, "autotune", recording)
+    results = flash_backward.tune_attention_backward(problem, launchers)
     assert set(results) == {"dkdv", "dq", "passes"}
     assert results["passes"].config == Config(PATH="two")
-    got = flash_backward.attention_backward(*case, True)
+    kernels, passes_problem, launch = raced[-1]
+    assert kernels is flash_backward.PASSES_RACE.kernels
+    assert passes_problem["two passes"] == "; ".join(
+        f"{name} {dict(results[name].config)}" for name in ("dkdv", "dq"))
+    launch(Config(PATH="two"))
     assert [c[0] for c in calls] == ["dkdv", "dq"]
+    got = flash_backward.attention_backward(*case, True)
+    assert [c[0] for c in calls] == ["dkdv", "dq"] * 2
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+def test_repeated_backwards_add_nothing_to_the_tuners_lookups(faked_fit):
+    """The races are made once (Race), so a training loop's backwards reuse the tuner's
+    in-memory keys instead of adding three a call."""
+    case, _, _ = faked_fit
+    flash_backward.attention_backward(*case, True)
+    keys = len(tune._KEYS)
+    for _ in range(3):
+        flash_backward.attention_backward(*case, True)
+    assert len(tune._KEYS) == keys

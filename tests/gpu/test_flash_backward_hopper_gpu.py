@@ -109,10 +109,11 @@ def test_bfloat16(causal):
 def race_both_paths(shape, causal, seed=0):
     """fastest_launchers' dk/dv and dq triples on a case of ``shape``, each raced afresh (no
     cache, every candidate timed), then passes_race with their winners: every PATH must be
-    timed, and attention_backward must match float64 with each winner and with the one pass.
+    timed, the gradients the races' launches left must match float64, and so must
+    attention_backward's, with each winner and with the one pass.
     Returns the case, float64's gradients and the launchers."""
     (q, k, v, do, o, lse, _), expected = case(shape, torch.float16, causal, seed=seed)
-    _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, causal)
+    grads, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, causal)
     assert set(launchers) == {"dkdv", "dq", "onepass"}
     problem = flash_backward.backward_problem(q, k, causal)
     winners = {}
@@ -127,6 +128,8 @@ def race_both_paths(shape, causal, seed=0):
     for name in ("dkdv", "dq"):
         race(name, launchers[name], {"gluon", "triton"})
     race("passes", flash_backward.passes_race(launchers, winners), {"two", "onepass"})
+    for name, got, want in zip("dq dk dv".split(), grads, expected):  # the race's last launch
+        assert_close(f"{name} after the races", got, want)
     for configs in (None, {"passes": Config(PATH="onepass", **O.ONEPASS_SPACE.default)}):
         for name, got, want in zip("dq dk dv".split(), flash_backward.attention_backward(
                 q, k, v, o, lse, do, causal, configs), expected):

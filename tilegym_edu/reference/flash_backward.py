@@ -17,10 +17,11 @@ FlashAttention-2's one pass (the key-block programs also add their share of dq i
 buffer by atomics: five matmuls a pair of blocks where these kernels take seven) ran slower
 in Triton on the H200, 0.58-0.78x these kernels' speed, whether dq went by atomics or TMA
 reductions; `benchmarks/attention_backward_ideas.py` measures why. Written in Gluon, with
-FlashAttention-3's schedule (flash_backward_onepass), it ran faster at head size 128 without
-a mask: `attention_backward` races it against the two passes.
+FlashAttention-3's schedule (flash_backward_onepass), it won at head size 128 without grouped
+heads, causal and not (run 36): `attention_backward` races it against the two passes.
 """
 import math
+from typing import NamedTuple
 
 import torch
 import triton
@@ -314,21 +315,38 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     return grads
 
 
-def _path_race(name: str, paths: dict[str, tuple]) -> tuple:
-    """One (kernels, search space, launch(config)) of several: each path's (kernel or
-    KernelGroup, space, launch), raced as one space whose configurations name their PATH. The
-    first path's default is the default (level 0); level 1 races every path's level-1
-    configurations; level 2 adds the last path's grid. A configuration without PATH runs the
-    last path (the Triton kernel, whose configurations have none)."""
-    spaces = {path: space for path, (_, space, _) in paths.items()}
-    last = list(paths)[-1]
-    kernels = [k for kernel, _, _ in paths.values()
-               for k in getattr(kernel, "kernels", (kernel,))]
+class Race(NamedTuple):
+    """Several kernels ("paths") raced as one: their KernelGroup, one search space whose
+    configurations name their PATH (each path's own space checks the rest), the paths in
+    order, and the one a configuration without PATH runs. Made once, at import: the tuner's
+    in-memory lookup keys on the objects' identity."""
 
+    kernels: KernelGroup
+    space: SearchSpace
+    paths: tuple[str, ...]
+    without_path: str
+
+
+def _race(name: str, paths: dict[str, tuple], without_path: str) -> Race:
+    """The Race of ``paths`` ({path: (kernel or KernelGroup, space)}): level 0 is the first
+    path's default, level 1 every path's level-1 configurations, level 2 adds the last path's
+    grid."""
+    kernels = [k for kernel, _ in paths.values() for k in getattr(kernel, "kernels", (kernel,))]
+    space = path_space({path: space for path, (_, space) in paths.items()}, list(paths)[-1])
+    return Race(KernelGroup(name, kernels), space, tuple(paths), without_path)
+
+
+def _racing(race: Race, launches: dict) -> tuple:
+    """(kernels, search space, launch(config)) of ``race``, launch running the path the
+    configuration names (``launches``: {path: launch(options)}); an unknown PATH is refused,
+    saying which there are."""
     def launch(config):
-        path, options = split_path({"PATH": last, **config})
-        paths[path][2](Config(**options))
-    return KernelGroup(name, kernels), path_space(spaces, last), launch
+        path, options = split_path({"PATH": race.without_path, **config})
+        if path not in launches:
+            raise ValueError(f"PATH {path!r} ({dict(config)}): {race.kernels.__name__} races "
+                             f"{', '.join(map(repr, race.paths))}")
+        launches[path](Config(**options))
+    return race.kernels, race.space, launch
 
 
 def backward_delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
@@ -362,19 +380,37 @@ def _triton_copying_into(grads, build) -> dict[str, tuple]:
                                         ("dq", flash_dq_kernel, DQ_SPACE))}
 
 
-def _onepass_into(grads, q, k, v, lse, delta, do, causal: bool) -> tuple:
-    """flash_backward_onepass's (kernels, search space, launch(config)) filling ``grads`` (dq,
-    dk, dv), its float32 dq accumulator allocated at the first launch."""
-    onepass = flash_backward_onepass
+#: dk/dv and dq each: the Gluon kernels against the Triton one (a configuration without PATH,
+#: the Triton kernel's own, runs it)
+DKDV_RACE = _race("flash_dkdv_paths", {
+    "gluon": (KernelGroup("gluon_dkdv", (flash_backward_hopper.dkdv_one_kernel,
+                                         flash_backward_hopper.dkdv_ws_kernel)),
+              flash_backward_hopper.DKDV_SPACE),
+    "triton": (flash_dkdv_kernel, DKDV_SPACE)}, without_path="triton")
+DQ_RACE = _race("flash_dq_paths", {"gluon": (flash_backward_hopper.dq_kernel,
+                                             flash_backward_hopper.DQ_SPACE),
+                                   "triton": (flash_dq_kernel, DQ_SPACE)}, without_path="triton")
+ONEPASS_KERNELS = KernelGroup("flash_onepass", (flash_backward_onepass.onepass_kernel,
+                                                flash_backward_onepass.dq_from_accumulator_kernel))
+#: the two passes (dk/dv and dq as their races picked) against the one pass; level 0 and a
+#: configuration without PATH are the two passes
+PASSES_RACE = _race("flash_backward_passes", {
+    "two": (KernelGroup("flash_two_passes", DKDV_RACE.kernels.kernels + DQ_RACE.kernels.kernels),
+            SearchSpace(default=Config())),
+    "onepass": (ONEPASS_KERNELS, flash_backward_onepass.ONEPASS_SPACE)}, without_path="two")
+
+
+def _onepass_into(grads, q, k, v, lse, delta, do, causal: bool):
+    """launch(config) of flash_backward_onepass filling ``grads`` (dq, dk, dv), its float32
+    dq accumulator allocated at the first launch."""
     accumulator = []
 
     def launch(config):
         if not accumulator:
             accumulator.append(torch.empty(q.shape, dtype=torch.float32, device=q.device))
-        onepass.launch_onepass(q, k, v, lse, delta, do, accumulator[0], *grads, causal, config)
-    return (KernelGroup("flash_onepass", (onepass.onepass_kernel,
-                                          onepass.dq_from_accumulator_kernel)),
-            onepass.ONEPASS_SPACE, launch)
+        flash_backward_onepass.launch_onepass(q, k, v, lse, delta, do, accumulator[0], *grads,
+                                              causal, config)
+    return launch
 
 
 def fastest_launchers(q, k, v, o, lse, do, causal: bool):
@@ -385,8 +421,9 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
     into them (_triton_copying_into), so a backward the Gluon kernels win runs one delta
     launch; and where flash_backward_onepass.onepass_fits takes them too, launchers has a
     third triple, "onepass", the whole backward in one pass into the same tensors (passes_race
-    races it against the other two). Elsewhere backward_launchers' own, with Triton triples
-    that take a configuration with PATH "triton" too and refuse one with "gluon", saying why."""
+    races it against the two passes together). Elsewhere backward_launchers' own, with Triton
+    triples that take a configuration with PATH "triton" too and refuse one with "gluon",
+    saying why."""
     G = flash_backward_hopper
     if not G.backward_fits(q, k, v, lse, do):
         grads, launchers = backward_launchers(q, k, v, o, lse, do, causal)
@@ -407,45 +444,49 @@ def fastest_launchers(q, k, v, o, lse, do, causal: bool):
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     triton_paths = _triton_copying_into(
         (dq, dk, dv), lambda: backward_launchers(q, k, v, o, lse, do, causal))
-    gluon_paths = {
-        "dkdv": (KernelGroup("gluon_dkdv", (G.dkdv_one_kernel, G.dkdv_ws_kernel)), G.DKDV_SPACE,
-                 lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c)),
-        "dq": (G.dq_kernel, G.DQ_SPACE,
-               lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c))}
-    launchers = {name: _path_race(f"flash_{name}_paths", {"gluon": gluon_paths[name],
-                                                         "triton": triple})
-                 for name, triple in triton_paths.items()}
+    gluon_launches = {
+        "dkdv": lambda c: G.launch_dkdv(q, k, v, lse, delta, do, dk, dv, causal, c),
+        "dq": lambda c: G.launch_dq(q, k, v, lse, delta, do, dq, causal, c)}
+    launchers = {name: _racing(race, {"gluon": gluon_launches[name],
+                                      "triton": triton_paths[name][2]})
+                 for name, race in (("dkdv", DKDV_RACE), ("dq", DQ_RACE))}
     if flash_backward_onepass.onepass_fits(q, k, v, lse, do):
-        launchers["onepass"] = _onepass_into((dq, dk, dv), q, k, v, lse, delta, do, causal)
+        launchers["onepass"] = (ONEPASS_KERNELS, flash_backward_onepass.ONEPASS_SPACE,
+                                _onepass_into((dq, dk, dv), q, k, v, lse, delta, do, causal))
     return (dq, dk, dv), launchers
 
 
 def _two_passes(launchers, configs) -> None:
     """launchers' dk/dv and dq kernels, each with its configuration in ``configs``."""
+    missing = [name for name in ("dkdv", "dq") if name not in configs]
+    if missing:
+        raise ValueError(f"the two passes need a configuration for {' and '.join(missing)} "
+                         f"(configs has {sorted(configs)}): give them, or configs=None to tune")
     for name in ("dkdv", "dq"):
         launchers[name][2](configs[name])
 
 
 def passes_race(launchers, configs) -> tuple:
-    """(kernels, search space, launch(config)) racing fastest_launchers' one pass ("onepass",
-    configurations of flash_backward_onepass.ONEPASS_SPACE) against its two passes ("two": the
-    dk/dv and dq triples with configs["dkdv"] and configs["dq"], read at each launch). Level 0
-    is the two passes."""
-    kernels = [k for name in ("dkdv", "dq") for k in launchers[name][0].kernels]
-    two = (KernelGroup("flash_two_passes", kernels), SearchSpace(default=Config()),
-           lambda _: _two_passes(launchers, configs))
-    return _path_race("flash_backward_passes", {"two": two, "onepass": launchers["onepass"]})
+    """(kernels, search space, launch(config)) of PASSES_RACE on fastest_launchers' triples:
+    "onepass" runs the one pass (configurations of flash_backward_onepass.ONEPASS_SPACE),
+    "two" the dk/dv and dq triples with configs["dkdv"] and configs["dq"], read at each
+    launch."""
+    return _racing(PASSES_RACE, {"two": lambda _: _two_passes(launchers, configs),
+                                 "onepass": lambda c: launchers["onepass"][2](c)})
 
 
 def tune_attention_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:
-    """The tuner's result for each of fastest_launchers' kernels (tune_backward's, the one
-    pass left out) and, where it has the one pass, for "passes": passes_race with the
-    configurations the two passes were tuned to."""
+    """The tuner's result for dk/dv and dq (tune_backward's) and, where launchers has the one
+    pass and ``level`` is above 0, for "passes": passes_race with the configurations the two
+    passes were tuned to (which its problem names, so that a new pick for either races
+    again)."""
     results = tune_backward(problem, {n: launchers[n] for n in ("dkdv", "dq")}, level)
-    if "onepass" in launchers:
-        kernels, space, launch = passes_race(
-            launchers, {name: result.config for name, result in results.items()})
-        results["passes"] = autotune(kernels, problem, space, launch, level=level)
+    if "onepass" in launchers and level > 0:
+        chosen = {name: result.config for name, result in results.items()}
+        kernels, space, launch = passes_race(launchers, chosen)
+        two = "; ".join(f"{name} {dict(config)}" for name, config in chosen.items())
+        results["passes"] = autotune(kernels, {**problem, "two passes": two}, space, launch,
+                                     level=level)
     return results
 
 
@@ -456,22 +497,23 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     take the inputs each kernel raced against them and the two passes against the one pass
     (fastest_launchers, passes_race). ``configs`` {"dkdv": ..., "dq": ...} as
     fastest_launchers' spaces take them (a Triton configuration without PATH runs the Triton
-    kernel) runs the two passes; with "passes" too (passes_race's: {"PATH": "onepass", ...}
-    or {"PATH": "two"}) it runs what that names. Without ``configs``, everything tuned at
-    ``level``."""
+    kernel) runs the two passes; a "passes" entry as PASSES_RACE's space takes it ({"PATH":
+    "onepass", "BLOCK_M": ..., "STAGES": ...}, or {"PATH": "two"}: the two passes) picks
+    between them. Without ``configs``, everything tuned at ``level``."""
     grads, launchers = fastest_launchers(q, k, v, o, lse, do, causal)
     if configs is None:
         configs = {name: result.config for name, result in tune_attention_backward(
             backward_problem(q, k, causal), launchers, level).items()}
-    if "passes" not in configs:
+    passes = configs.get("passes", {})
+    path, _ = split_path({"PATH": PASSES_RACE.without_path, **passes})
+    if path == "two":
         _two_passes(launchers, configs)
-    elif "onepass" in launchers:
-        passes_race(launchers, configs)[2](configs["passes"])
+    elif path == "onepass" and "onepass" not in launchers:
+        raise ValueError(f"a configuration of the one pass ({dict(passes)}): these inputs do "
+                         "not fit it (flash_backward_onepass.onepass_fits); leave out "
+                         "\"passes\" to run the two passes")
     else:
-        raise ValueError(f"a configuration of the passes race ({dict(configs['passes'])}): "
-                         "these inputs do not fit the one pass "
-                         "(flash_backward_onepass.onepass_fits); leave out \"passes\" to run "
-                         "the two passes")
+        passes_race(launchers, configs)[2](passes)
     return grads
 
 

@@ -18,16 +18,16 @@ dq: both consumers put their dS^T tile in shared memory, then each multiplies al
 by half of K's columns and reduce-adds that half of the query block's dq, so each dq element
 is added once per 128 keys.
 
-On an H200 (2026-12-04, run 35, docs/results/h200.md), at B4 H32 S4096 D128 the one pass with
-its delta, zeroing and conversion ran 0.92x cuDNN's backward where the two passes ran 0.86x;
-causal it tied them (0.92x); at head size 64 and on 32 query over 8 key/value heads the two
-passes stayed faster (0.87x and 0.89x cuDNN against 1.05x and 0.92x), which is why the two are
-raced. In the race (run 36) the backward ran 0.96x cuDNN at B4 H32 S4096 D128, 0.95x causal and
-0.93x causal in bfloat16 on the one pass, 0.91x grouped-query and 1.14x at B8 H16 S2048 D64
-causal on the two passes. Two other schedules ran and were dropped: one warpgroup of 64 keys
-(9.4 ms against 5.1 at D128) and each consumer reducing its own 64 keys' share (5.3-5.5 ms:
-twice the reduce traffic); starting each program's walk at its own key block's query block did
-not help this one (5.14 against 5.08 ms).
+On an H200 (2026-12-04, runs 35 and 36, docs/results/h200.md), at B4 H32 S4096 D128 the one
+pass with its delta, zeroing and conversion ran 0.92x cuDNN's backward where the two passes ran
+0.86x (run 35). Raced against the two passes (run 36), it won at head size 128 without grouped
+heads: 0.96x cuDNN, 0.95x causal, 0.93x causal in bfloat16; the two passes kept B8 H16 S2048
+D64 causal (1.14x) and 32 query over 8 key/value heads causal (0.91x), where this kernel alone
+took 3.52 ms against the two passes' 3.32 (run 35). Two other schedules ran and were dropped:
+one warpgroup of 64 keys (9.4 ms against 5.1 at D128) and each consumer reducing its own 64
+keys' share (5.3-5.5 ms non-causal: twice the reduce traffic; it won the grouped-query row
+alone, 3.05 ms, but not against the two passes); starting each program's walk at its own key
+block's query block did not help this one (5.14 against 5.08 ms).
 
 Inputs as flash_backward_hopper.backward_fits takes them. The kernels do not run in Triton's
 interpreter: their tests are in tests/gpu/.
@@ -234,9 +234,32 @@ def dq_from_accumulator_kernel(acc_ptr, dq_ptr, scale, n, BLOCK: tl.constexpr):
 #: 144-430 bytes of spills a thread; run 35 measured two stages
 ONEPASS_NAMES = ("BLOCK_M", "STAGES")
 ONEPASS_CONFIGS = ((64, 2), (64, 3))
+
+
+def onepass_problem(config) -> str | None:
+    """Why launch_onepass cannot run ``config`` (None: it can): a name of ONEPASS_NAMES
+    missing, BLOCK_M other than 64 (the only block compiled and measured), or fewer than two
+    or more than three stages (one leaves the ring nothing to overlap; four overflow shared
+    memory at head size 128)."""
+    missing = [name for name in ONEPASS_NAMES if name not in config]
+    if missing:
+        return f"the one pass's configuration needs {', '.join(missing)} ({dict(config)})"
+    if config["BLOCK_M"] != 64:
+        return f"the one pass takes BLOCK_M 64, not {config['BLOCK_M']}"
+    if config["STAGES"] not in (2, 3):
+        return f"the one pass takes STAGES 2 or 3, not {config['STAGES']}"
+    return None
+
+
+def onepass_prune(config: Config, problem, resources) -> str | None:
+    """onepass_problem's reasons, as the tuner's prune (the same at every head size)."""
+    return onepass_problem(config)
+
+
 ONEPASS_SPACE = SearchSpace(default=Config(**dict(zip(ONEPASS_NAMES, ONEPASS_CONFIGS[0]))),
                             small=configs_from_rows(ONEPASS_NAMES, ONEPASS_CONFIGS[1:]),
-                            grid={"BLOCK_M": (64,), "STAGES": (2, 3)})
+                            grid={"BLOCK_M": (64,), "STAGES": (2, 3)},
+                            prune=onepass_prune)
 
 
 def onepass_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
@@ -252,6 +275,8 @@ def launch_onepass(q, k, v, lse, delta, do, dq_accum, dq, dk, dv, causal: bool,
     contiguous) zeroed, onepass_kernel into dk, dv and dq_accum, then dq = dq_accum / sqrt(
     head_dim). Inputs as flash_backward_hopper.launch_dkdv takes them; dq of q's shape and
     dtype, contiguous."""
+    if reason := onepass_problem(config):
+        raise ValueError(reason)
     batch, heads, seq, head_dim = q.shape
     block_m, stages = config["BLOCK_M"], config["STAGES"]
     sm_scale = 1 / math.sqrt(head_dim)
