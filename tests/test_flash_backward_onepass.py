@@ -26,8 +26,9 @@ def backward_case(shape=(1, 4, 128, 32), kv_heads=2, causal=True):
     return (q, k, v, o, lse, do), expected
 
 
-def test_without_a_hopper_gpu_the_one_pass_is_not_offered_and_a_passes_config_says_why():
-    (q, k, v, o, lse, do), expected = backward_case()
+def test_without_a_hopper_gpu_the_one_pass_is_not_offered_and_a_passes_config_says_why(
+        computed):
+    (q, k, v, o, lse, do), expected = computed
     _, launchers = flash_backward.fastest_launchers(q, k, v, o, lse, do, True)
     assert set(launchers) == {"dkdv", "dq"}
     with pytest.raises(ValueError, match="do not fit it.*onepass_fits.*leave out"):
@@ -62,12 +63,18 @@ def test_a_onepass_configuration_it_cannot_run_is_refused_before_any_launch(conf
         onepass.launch_onepass(q, q, q, None, None, q, q.float(), q, q, q, False, config)
 
 
+@pytest.fixture(scope="module")
+def computed():
+    """backward_case() once for the module (the interpreter takes about a second for it)."""
+    return backward_case()
+
+
 @pytest.fixture
-def faked_fit(monkeypatch, fresh_cache):
+def faked_fit(monkeypatch, fresh_cache, computed):
     """Inputs that fit both Gluon paths (faked: they run only on Hopper), the Gluon launches
     replaced by copies of flash_backward's gradients; returns (case, expected, calls), calls
     recording each launch's name and the tensors it filled."""
-    case, expected = backward_case()
+    case, expected = computed
     calls = []
 
     def gluon_dkdv(q, k, v, lse, delta, do, dk, dv, causal, config):
