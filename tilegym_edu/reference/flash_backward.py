@@ -317,13 +317,12 @@ def flash_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
 
 class Race(NamedTuple):
     """Several kernels ("paths") raced as one: their KernelGroup, one search space whose
-    configurations name their PATH (each path's own space checks the rest), the paths in
-    order, and the one a configuration without PATH runs. Made once, at import: the tuner's
-    in-memory lookup keys on the objects' identity."""
+    configurations name their PATH (each path's own space checks the rest), and the path a
+    configuration without PATH runs. Made once, at import: the tuner's in-memory lookup keys
+    on the objects' identity."""
 
     kernels: KernelGroup
     space: SearchSpace
-    paths: tuple[str, ...]
     without_path: str
 
 
@@ -333,7 +332,7 @@ def _race(name: str, paths: dict[str, tuple], without_path: str) -> Race:
     grid."""
     kernels = [k for kernel, _ in paths.values() for k in getattr(kernel, "kernels", (kernel,))]
     space = path_space({path: space for path, (_, space) in paths.items()}, list(paths)[-1])
-    return Race(KernelGroup(name, kernels), space, tuple(paths), without_path)
+    return Race(KernelGroup(name, kernels), space, without_path)
 
 
 def _racing(race: Race, launches: dict) -> tuple:
@@ -344,7 +343,7 @@ def _racing(race: Race, launches: dict) -> tuple:
         path, options = split_path({"PATH": race.without_path, **config})
         if path not in launches:
             raise ValueError(f"PATH {path!r} ({dict(config)}): {race.kernels.__name__} races "
-                             f"{', '.join(map(repr, race.paths))}")
+                             f"{', '.join(map(repr, launches))}")
         launches[path](Config(**options))
     return race.kernels, race.space, launch
 
@@ -468,11 +467,17 @@ def _two_passes(launchers, configs) -> None:
 
 def passes_race(launchers, configs) -> tuple:
     """(kernels, search space, launch(config)) of PASSES_RACE on fastest_launchers' triples:
-    "onepass" runs the one pass (configurations of flash_backward_onepass.ONEPASS_SPACE),
-    "two" the dk/dv and dq triples with configs["dkdv"] and configs["dq"], read at each
-    launch."""
+    "onepass" runs the one pass (configurations of flash_backward_onepass.ONEPASS_SPACE; on
+    inputs it does not fit, a configuration of it is refused, saying why), "two" the dk/dv and
+    dq triples with configs["dkdv"] and configs["dq"], read at each launch."""
+    def one_pass(config):
+        if "onepass" not in launchers:
+            raise ValueError(f"a configuration of the one pass ({dict(config)}): these inputs "
+                             "do not fit it (flash_backward_onepass.onepass_fits); leave out "
+                             "\"passes\" to run the two passes")
+        launchers["onepass"][2](config)
     return _racing(PASSES_RACE, {"two": lambda _: _two_passes(launchers, configs),
-                                 "onepass": lambda c: launchers["onepass"][2](c)})
+                                 "onepass": one_pass})
 
 
 def tune_attention_backward(problem, launchers, level: int = 1) -> dict[str, TuneResult]:
@@ -504,16 +509,7 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs=None,
     if configs is None:
         configs = {name: result.config for name, result in tune_attention_backward(
             backward_problem(q, k, causal), launchers, level).items()}
-    passes = configs.get("passes", {})
-    path, _ = split_path({"PATH": PASSES_RACE.without_path, **passes})
-    if path == "two":
-        _two_passes(launchers, configs)
-    elif path == "onepass" and "onepass" not in launchers:
-        raise ValueError(f"a configuration of the one pass ({dict(passes)}): these inputs do "
-                         "not fit it (flash_backward_onepass.onepass_fits); leave out "
-                         "\"passes\" to run the two passes")
-    else:
-        passes_race(launchers, configs)[2](passes)
+    passes_race(launchers, configs)[2](configs.get("passes", {}))
     return grads
 
 
