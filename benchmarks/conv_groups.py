@@ -78,7 +78,7 @@ def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
     # launches the candidates rank by their Python (run 23 of 2026-12-04: winners 1.21-1.24x
     # the best; as graphs, run 24, the best in three races out of three on two layers)
     result = tune.autotune(kernel, problem, space, launch, level=1, min_ms=0,
-                           measure=tune.gpu_measure(launch, graph_below_ms=math.inf))
+                           race_as_graphs=True)
     print(result.table())
     fns = {"cuDNN channels_last": lambda: F.conv2d(x, w, stride=stride, padding=padding,
                                                    groups=groups),
@@ -91,8 +91,7 @@ def compare_layer(layer, dtype: torch.dtype = torch.float16) -> dict:
     if kernel is conv_stem.stem_conv2d_kernel:          # the stem's kernel before conv_stem
         packed_kernel, packed_space, packed_launch = packed(x, w, stride, padding, groups)
         packed_config = tune.autotune(packed_kernel, problem, packed_space, packed_launch,
-                                      measure=tune.gpu_measure(packed_launch,
-                                                               graph_below_ms=math.inf)).config
+                                      race_as_graphs=True).config
         fns["packed tuned"] = lambda: packed_launch(packed_config)
     expected = F.conv2d(x.float(), w.float(), stride=stride, padding=padding, groups=groups)
     errors = {n: ((fn().float() - expected).norm() / expected.norm()).item()

@@ -503,6 +503,43 @@ def test_a_race_with_a_config_that_cannot_be_captured_times_every_config_plainly
 def test_the_cache_key_names_the_race_rules():
     key = tune.cache_key(pipelined.pipelined_matmul_kernel, {"M": 1}, 1, [cfg(64)])
     assert key.endswith(f"| races {tune.RACE_RULES}")
+    graphs = tune.cache_key(pipelined.pipelined_matmul_kernel, {"M": 1}, 1, [cfg(64)], True)
+    assert graphs == key + " as graphs"
+
+
+def _gpu_timing_recorded(monkeypatch, means):
+    """autotune on a pretend GPU whose timing is SyntheticGPU(means); returns the list of the
+    graph_below_ms each gpu_measure autotune built was given."""
+    built = []
+
+    def gpu_measure(launch, graph_below_ms=tune.bench.GRAPH_THRESHOLD_MS):
+        built.append(graph_below_ms)
+        return SyntheticGPU(means)
+    monkeypatch.setattr(tune, "gpu_measure", gpu_measure)
+    monkeypatch.setattr(tune.device, "ON_GPU", True)
+    monkeypatch.setattr(tune.device, "info", lambda: None)
+    monkeypatch.setattr(tune.device, "synchronize", lambda: None)
+    return built
+
+
+def test_a_race_told_to_time_graphs_is_timed_so_and_cached_apart(monkeypatch):
+    """race_as_graphs: the race's measure graphs every candidate (however long its launch takes
+    on the host), and its winner is not the answer to a race timed the usual way: a decoding
+    step's products raced as plain launches on the H200 (run 37, 2026-12-04) picked kernels
+    1.7x slower than the skinny kernel, and their cached winners must not stand in."""
+    import math
+    built = _gpu_timing_recorded(monkeypatch, {cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+    launched = []
+    graphs = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
+                           progress=False, min_ms=0, race_as_graphs=True)
+    assert graphs.config == cfg(128) and not graphs.from_cache
+    assert built == [math.inf, math.inf]     # the too-small check's measure, then the race's
+    assert launched.count(SPACE.default) == 1    # min_ms 0: the check launches nothing
+    plain = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
+                          progress=False, min_ms=0)
+    assert not plain.from_cache and built[2:] == [tune.bench.GRAPH_THRESHOLD_MS] * 2
+    assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
+                         min_ms=0, race_as_graphs=True).from_cache
 
 
 def test_a_program_that_overflows_shared_memory_is_refused_with_both_sizes():
@@ -510,3 +547,39 @@ def test_a_program_that_overflows_shared_memory_is_refused_with_both_sizes():
     assert gpu.shared_memory_problem(227 * 1024) == ""
     assert gpu.shared_memory_problem(228 * 1024) == (
         "needs 228 KiB of shared memory, the GPU offers 227 KiB per block")
+
+
+class _Recorded(Exception):
+    """Raised by a stand-in for autotune once it has recorded how it was called."""
+
+
+@pytest.mark.parametrize("case", ["decode rows", "more rows", "decode attention", "conv"])
+def test_the_races_run_however_fast_are_timed_as_graphs(case, monkeypatch):
+    """A decoding step's products and attention, and every convolution layer, are raced at any
+    size (min_ms=0) and as CUDA graphs: their launches take longer in Python than on the GPU.
+    Other products keep the usual bar and timing."""
+    from tilegym_edu.reference import conv_persistent, flash_decode, split_k
+    asked = {}
+
+    def record(*args, **options):
+        asked.update(options)
+        raise _Recorded
+    module, call = {
+        "decode rows": (split_k, lambda: split_k.shape_matmul(torch.randn(16, 64),
+                                                              torch.randn(64, 32))),
+        "more rows": (split_k, lambda: split_k.shape_matmul(torch.randn(17, 64),
+                                                            torch.randn(64, 32))),
+        "decode attention": (flash_decode, lambda: flash_decode.flash_decode(
+            torch.randn(1, 4, 1, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16),
+            causal=True)),
+        "conv": (conv_persistent, lambda: conv_persistent.shape_conv2d(
+            torch.randn(1, 8, 6, 6).to(memory_format=torch.channels_last),
+            torch.randn(8, 8, 3, 3).to(memory_format=torch.channels_last), padding=1)),
+    }[case]
+    monkeypatch.setattr(module, "autotune", record)
+    with pytest.raises(_Recorded):
+        call()
+    if case == "more rows":
+        assert "min_ms" not in asked and not asked.get("race_as_graphs")
+    else:
+        assert asked["min_ms"] == 0 and asked["race_as_graphs"] is True

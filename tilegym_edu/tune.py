@@ -347,14 +347,17 @@ RACE_RULES = 2
 
 
 def cache_key(kernel: object, problem: Mapping[str, object], level: int,
-              configs: Sequence[Config]) -> str:
+              configs: Sequence[Config], as_graphs: bool = False) -> str:
     """What a cached result depends on: GPU, driver, Triton, kernel source, problem, level,
-    the candidates (a changed search space tunes again) and RACE_RULES."""
+    the candidates (a changed search space tunes again), RACE_RULES and whether the race was
+    told to time graphs (autotune's ``race_as_graphs``: a winner of a race timed otherwise is
+    not one of it)."""
     digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
     space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
     shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
     return (f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} "
-            f"| level {level} | space {space} | races {RACE_RULES}")
+            f"| level {level} | space {space} | races {RACE_RULES}"
+            + (" as graphs" if as_graphs else ""))
 
 
 def cache_path() -> Path:
@@ -386,13 +389,14 @@ def _problem_slot(problem: Mapping[str, object]) -> tuple:
 
 
 def _memoized_key(kernel: object, problem: Mapping[str, object], space: SearchSpace,
-                  level: int) -> str:
-    """cache_key(kernel, problem, level, space.configs(level)), computed once per kernel, space,
-    level and problem."""
-    slot = (id(kernel), id(space), level, _problem_slot(problem))
+                  level: int, as_graphs: bool) -> str:
+    """cache_key(kernel, problem, level, space.configs(level), as_graphs), computed once per
+    kernel, space, level, problem and way of racing."""
+    slot = (id(kernel), id(space), level, as_graphs, _problem_slot(problem))
     found = _KEYS.get(slot)
     if found is None or found[0] is not kernel or found[1] is not space:
-        found = (kernel, space, cache_key(kernel, problem, level, space.configs(level)))
+        found = (kernel, space, cache_key(kernel, problem, level, space.configs(level),
+                                          as_graphs))
         _KEYS[slot] = found
     return found[2]
 
@@ -465,9 +469,11 @@ def gpu_measure(launch: Callable[[Config], object],
     every config five times, interleaved, L2 flushed before each run (tilegym_edu.bench
     rules), and every config the same way in every round. The race is timed as CUDA-graph
     replays, each config's graph captured at its first round, when the fastest launch of the
-    first call takes under ``graph_below_ms`` seen from the host (autotune's first call is its
-    too-small check of the default configuration alone); else, or when any config cannot be
-    captured, as plain launches. Configs no longer asked for (dropped) release their graphs.
+    first call takes under ``graph_below_ms`` seen from the host (in autotune's race, the
+    first round of every candidate; its too-small check times the default alone with a
+    measure of its own), always when ``graph_below_ms`` is math.inf; else, or when any config
+    cannot be captured, as plain launches. Configs no longer asked for (dropped) release their
+    graphs.
 
     Why one decision a race: bench.compare decides per function and per call, and the race
     called it once a round, so one round could mix both ways and two rounds could time one
@@ -545,8 +551,9 @@ def _too_small_to_tune(kept: Sequence[Config], default: Config,
                        launch: Callable[[Config], object], measure: Measure,
                        min_ms: float) -> float | None:
     """The default configuration's median time (ms) if it is a candidate here, runs, and is
-    under ``min_ms``; else None (then the problem is tuned)."""
-    if default not in kept:
+    under ``min_ms``; else None (then the problem is tuned). Nothing runs when ``min_ms`` is 0:
+    no time is under it."""
+    if default not in kept or min_ms <= 0:
         return None
     try:
         launch(default)          # compiles it
@@ -561,7 +568,8 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
              launch: Callable[[Config], object], *, level: int = 1, cache: bool = True,
              progress: bool = True, measure: Measure | None = None,
              resources: Resources | None = None, max_rounds: int = 4,
-             slack: float = 0.05, min_ms: float = TUNE_ABOVE_MS) -> TuneResult:
+             slack: float = 0.05, min_ms: float = TUNE_ABOVE_MS,
+             race_as_graphs: bool = False) -> TuneResult:
     """The fastest configuration of ``kernel`` for ``problem`` on this GPU.
 
     ``problem`` names what the best configuration depends on (e.g. M, N, K and dtype);
@@ -571,8 +579,14 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     ``measure`` defaults to GPU timing (in interpreter mode, without one, the default
     configuration is returned untimed). A problem whose default configuration runs in under
     ``min_ms`` is not tuned (:data:`TUNE_ABOVE_MS`): the default is returned, with a note.
+    ``race_as_graphs`` has GPU timing replay every candidate from a CUDA graph, the GPU's work
+    alone, however long its launch takes in Python (:func:`gpu_measure`; plain launches only if
+    one cannot be captured): for problems raced however fast they are (``min_ms=0``), whose
+    launches can take longer on the host than on the GPU. Otherwise the race is timed as graphs
+    only when its fastest launch takes under bench.GRAPH_THRESHOLD_MS seen from the host, and
+    on a slow host the candidates of such problems rank by their Python.
     """
-    key = _memoized_key(kernel, problem, space, level)
+    key = _memoized_key(kernel, problem, space, level, race_as_graphs)
     if cache:
         cached = _load_cached(key)
         if cached is not None:
@@ -595,8 +609,11 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     if not kept:
         raise RuntimeError(f"every configuration of level {level} was pruned; the first: "
                            f"{pruned[0][0]}: {pruned[0][1]}")
-    small = _too_small_to_tune(kept, space.default, launch, measure or gpu_measure(launch),
-                               min_ms)
+
+    def timing() -> Measure:
+        return measure or gpu_measure(launch, math.inf if race_as_graphs
+                                      else bench.GRAPH_THRESHOLD_MS)
+    small = _too_small_to_tune(kept, space.default, launch, timing(), min_ms)
     if small is not None:
         result = _untuned(space.default, level, where,
                           f"not tuned: the default configuration runs in {small:.3f} ms, under "
@@ -605,7 +622,7 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
         _store(key, result)
         return result
     working, failed = _compile_all(kept, launch, bar)
-    winner, raced = race(working, measure or gpu_measure(launch), max_rounds=max_rounds,
+    winner, raced = race(working, timing(), max_rounds=max_rounds,
                          slack=slack, on_round=lambda r, alive: bar.show(
                              r, max_rounds, f"racing: {alive} of {len(working)} left"))
     result = TuneResult(
