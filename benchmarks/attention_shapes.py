@@ -182,16 +182,22 @@ def compare_backward(row, record):
     record_row(record, "forward+backward", row, results, errors, failed, tuned)
 
 
+def measure(record: dict, out, only: str | None = None) -> None:
+    """Every FORWARD and BACKWARD row (only one list if ``only`` is "forward" or "backward")
+    into ``record``, written to ``out`` after each row: a run cut short keeps its rows."""
+    rows = [(compare_forward, row) for row in FORWARD if only != "backward"]
+    rows += [(compare_backward, row) for row in BACKWARD if only != "forward"]
+    for compare, row in rows:
+        compare(row, record)
+        write(record, out)
+
+
 def main() -> None:
     parser = options(__doc__)
     parser.add_argument("--only", choices=["forward", "backward"])
     args = parser.parse_args()
     record = header()
-    rows = [(compare_forward, row) for row in FORWARD if args.only != "backward"]
-    rows += [(compare_backward, row) for row in BACKWARD if args.only != "forward"]
-    for compare, row in rows:
-        compare(row, record)
-        write(record, args.out)  # a run cut short keeps its rows
+    measure(record, args.out, args.only)
     finish(record, args.out)
 
 

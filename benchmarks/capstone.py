@@ -17,7 +17,8 @@
   GPU's work is timed and not Python's), in tokens/s, the logits' error against float32, and
   where a step's GPU time goes (by operation, and each version's kernels).
 
-Prints tables; writes JSON with --out. --parts picks what runs (all four by default).
+Prints tables; writes JSON with --out, after each part and case (a run cut short keeps what it
+measured). --parts picks what runs (all four by default).
 
     python benchmarks/capstone.py --out capstone.json
     python benchmarks/capstone.py --parts decode
@@ -36,7 +37,7 @@ from tilegym_edu import bench
 from tilegym_edu.reference import fused_matmul, llama, llama_kernels, pipelined, split_k
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
 
-from record import finish, header, options
+from record import finish, header, options, write
 
 ROWS, DIM = 16384, 4096              # rmsnorm's and swiglu's graded problem
 ROPE_SHAPE = (1, 8192, 32, 128)      # rope_'s: q of a prefill, a view into a wider tensor
@@ -211,20 +212,33 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
                         for m in results}}
 
 
+#: what --parts can pick, in the order they run
+PARTS = ("fused", "mlp", "prefill", "decode")
+
+
+def measure(record: dict, parts, out) -> None:
+    """The ``parts`` (of PARTS) into ``record``, written to ``out`` after each part, prompt and
+    decoding case: a run cut short keeps what it measured."""
+    if "fused" in parts:
+        record["fused_kernels"] = fused_kernels()
+        write(record, out)
+    if "mlp" in parts:
+        record["mlp_up"] = mlp_up()
+        write(record, out)
+    for part, cases, run in (("prefill", PROMPTS, prefill), ("decode", DECODES, decode)):
+        if part in parts:
+            record[part] = []
+            for case in cases:
+                record[part].append(run(*case))
+                write(record, out)
+
+
 def main() -> None:
-    parts = ("fused", "mlp", "prefill", "decode")
     parser = options(__doc__)
-    parser.add_argument("--parts", nargs="*", default=list(parts), choices=parts)
+    parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS)
     args = parser.parse_args()
     record = header()
-    if "fused" in args.parts:
-        record["fused_kernels"] = fused_kernels()
-    if "mlp" in args.parts:
-        record["mlp_up"] = mlp_up()
-    if "prefill" in args.parts:
-        record["prefill"] = [prefill(batch, seq) for batch, seq in PROMPTS]
-    if "decode" in args.parts:
-        record["decode"] = [decode(batch, context) for batch, context in DECODES]
+    measure(record, args.parts, args.out)
     finish(record, args.out)
 
 

@@ -157,3 +157,45 @@ def test_script_uses_the_record_module(script):
     for own in ("argparse.ArgumentParser(", "__version__", "json.dump(", "sm_clock_mhz()",
                 "datetime.date.today()"):
         assert own not in source, f"{script.name} has {own} of its own: use record.py"
+
+
+def test_issue_18s_record_runs_attention_then_the_capstone_and_writes_after_each_case(
+        tmp_path, monkeypatch):
+    """attention_and_capstone.py: attention_shapes' rows, then capstone's prompts and decoding
+    cases, in one process and one record, which is on disk after every case (run 37 of
+    2026-12-04 lost its whole record when the device's time ran out during its decoding)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import attention_and_capstone
+    import attention_shapes
+    import capstone
+    out = tmp_path / "issue-18.json"
+    on_disk = []
+
+    def case(result):
+        def run(*args):
+            on_disk.append(json.loads(out.read_text()) if out.exists() else None)
+            return result(*args)
+        return run
+
+    def attention_row(row, rec):
+        on_disk.append(json.loads(out.read_text()) if out.exists() else None)
+        rec.setdefault("forward", {})[str(row)] = "measured"
+    monkeypatch.setattr(attention_shapes, "FORWARD", ["f1", "f2"])
+    monkeypatch.setattr(attention_shapes, "BACKWARD", [])
+    monkeypatch.setattr(attention_shapes, "compare_forward", attention_row)
+    monkeypatch.setattr(capstone, "prefill", case(lambda b, s: {"prefill": [b, s]}))
+    monkeypatch.setattr(capstone, "decode", case(lambda b, c: {"decode": [b, c]}))
+    monkeypatch.setattr("sys.argv", ["attention_and_capstone.py", "--out", str(out)])
+    attention_and_capstone.main()
+    final = json.loads(out.read_text())
+    assert final["forward"] == {"f1": "measured", "f2": "measured"}
+    assert final["prefill"] == [{"prefill": list(p)} for p in capstone.PROMPTS]
+    assert final["decode"] == [{"decode": list(d)} for d in capstone.DECODES]
+    # each case found every case before it on disk
+    assert on_disk[0] is None and on_disk[1]["forward"] == {"f1": "measured"}
+    assert len(on_disk[3]["prefill"]) == 1 and "decode" not in on_disk[3]
+    assert on_disk[-1]["decode"] == [{"decode": list(d)} for d in capstone.DECODES[:-1]]
+    monkeypatch.setattr("sys.argv", ["attention_and_capstone.py", "--parts", "decode"])
+    on_disk.clear()
+    attention_and_capstone.main()
+    assert len(on_disk) == len(capstone.DECODES)
