@@ -7,13 +7,19 @@ ranges).
 import torch
 
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
+#: counters replaced by larger ones, kept alive: a CUDA graph captured with them replays on
+#: their memory, which freed could hold another tensor by then
+_OUTGROWN: list[torch.Tensor] = []
 
 
 def arrival_counters(device: torch.device, blocks: int) -> torch.Tensor:
     """At least ``blocks`` int32 counters on ``device``, all zero; the same memory on every
-    call (grown when more blocks come), so allocating them costs nothing inside a CUDA graph."""
+    call (grown when more blocks come, the old counters kept for the graphs that use them), so
+    allocating them costs nothing inside a CUDA graph."""
     counters = _COUNTERS.get(device)
     if counters is None or counters.numel() < blocks:
+        if counters is not None:
+            _OUTGROWN.append(counters)
         counters = torch.zeros(max(blocks, 4096), device=device, dtype=torch.int32)
         _COUNTERS[device] = counters
     return counters
