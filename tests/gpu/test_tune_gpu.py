@@ -87,3 +87,24 @@ def test_a_race_captures_each_candidate_once_and_replays_it_every_round(monkeypa
         assert set(samples) == set(alive)
         assert all(len(times) == 5 and min(times) > 0 for times in samples.values())
     assert len(captured) == 3
+
+
+def test_a_race_told_to_time_graphs_times_the_gpus_work_whatever_the_hosts_speed():
+    """race_as_graphs: a launch that spends 2 ms in Python before a kernel of a few
+    microseconds is raced on the kernel's time. Raced the usual way its 2 ms of host time
+    decide the timing (plain launches), and every sample holds them: on run 37's slow host
+    (2026-12-04) a decoding step's products were ranked so."""
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+
+    def launch(config):
+        time.sleep(0.002)                       # a slow host's Python, before the launch
+        torch.mul(x, config["SCALE"], out=y)
+    space = tune.SearchSpace(default=tune.Config(SCALE=1.0), small=[tune.Config(SCALE=2.0)])
+    samples = {}
+    for as_graphs in (True, False):
+        result = tune.autotune(launch, {"n": x.numel()}, space, launch, min_ms=0,
+                               race_as_graphs=as_graphs, progress=False)
+        samples[as_graphs] = [s for t in result.trials for s in t.samples_ms]
+    assert max(samples[True]) < 0.5, samples[True]           # a replay: the kernel alone
+    assert min(samples[False]) > 1.5, samples[False]         # the host's sleep in every sample
