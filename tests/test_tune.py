@@ -540,6 +540,9 @@ def test_a_race_told_to_time_graphs_is_timed_so_and_cached_apart(monkeypatch):
     assert not plain.from_cache and built[2:] == [tune.bench.GRAPH_THRESHOLD_MS] * 2
     assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
                          min_ms=0, race_as_graphs=True).from_cache
+    with pytest.raises(ValueError, match="gpu_measure"):
+        tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, race_as_graphs=True,
+                      measure=SyntheticGPU({}))
 
 
 def test_a_program_that_overflows_shared_memory_is_refused_with_both_sizes():

@@ -584,8 +584,12 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     one cannot be captured): for problems raced however fast they are (``min_ms=0``), whose
     launches can take longer on the host than on the GPU. Otherwise the race is timed as graphs
     only when its fastest launch takes under bench.GRAPH_THRESHOLD_MS seen from the host, and
-    on a slow host the candidates of such problems rank by their Python.
+    on a slow host the candidates of such problems rank by their Python. It builds the GPU
+    timing, so it is refused beside a ``measure``.
     """
+    if race_as_graphs and measure is not None:
+        raise ValueError("race_as_graphs sets how GPU timing runs the race; with a measure of "
+                         "your own, time graphs in it (gpu_measure(launch, math.inf) does)")
     key = _memoized_key(kernel, problem, space, level, race_as_graphs)
     if cache:
         cached = _load_cached(key)
