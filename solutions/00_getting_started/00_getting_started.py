@@ -137,9 +137,10 @@ print(f"launch + synchronize:           {synchronized_ms:9.3f} ms")
 # `flush_l2=False` to see the difference on an input that fits in L2.
 #
 # `bench.compare` does everything else the course's timing rules ask for: warm-up, CUDA events
-# around each run, CUDA graphs for kernels under 20 µs, candidates interleaved run by run, the
-# median with its 20th-80th percentile spread, and the SM clock it saw. In interpreter mode it times
-# the CPU interpreter and says so.
+# around each run, a CUDA graph for any function whose call (launch and synchronize included)
+# takes under 0.1 ms, so that Python's launch is not what gets timed, candidates interleaved run by
+# run, the median with its 20th-80th percentile spread, and the SM clock it saw. In interpreter
+# mode it times the CPU interpreter and says so.
 
 # %% id="cell-10" tags=["demo"]
 n_small = device.size(gpu=2**20, cpu=4096)             # 3 x 4 MiB on a GPU: fits in L2
