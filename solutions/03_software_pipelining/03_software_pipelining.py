@@ -570,6 +570,15 @@ else:
 #   after round. After each round a candidate whose *fastest* run is slower than the leader's
 #   *median* by more than 5% is dropped: even its luckiest run lost to the leader's typical one. The
 #   lowest median wins.
+# * **One way of timing a race**: every candidate is replayed from a CUDA graph (the GPU's work
+#   alone) when the fastest launch takes under 0.1 ms seen from the host, else launched plainly;
+#   never some one way and some the other. `race_as_graphs=True` graphs them whatever the host's
+#   speed: lesson 06's decoding products use it. On an H200 with a slow host their races picked
+#   lesson 03's kernel, at 1.7x the GPU time of the skinny kernel an earlier run had picked: by our
+#   reading of the log, the host's time pushed the launches past the bar and the plain launches
+#   timed Python (docs/results/h200.md, 2026-12-04).
+# * **Too small to gain**: a problem whose default runs in under `tune.TUNE_ABOVE_MS` (0.02 ms) is
+#   not tuned (`min_ms`): compiling the candidates would cost seconds to save microseconds.
 # * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem, level
 #   and candidate list, in memory and on disk (`tune.cache_path()`): the second call for the same
 #   problem, even in a new process, is a lookup. Change the kernel and it tunes again.
