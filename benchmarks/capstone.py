@@ -34,7 +34,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tilegym_edu import bench
-from tilegym_edu.reference import fused_matmul, llama, llama_kernels, pipelined, split_k
+from tilegym_edu.reference import (flash_decode, fused_matmul, llama, llama_kernels, pipelined,
+                                   split_k)
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
 
 from record import finish, header, options, write
@@ -174,6 +175,27 @@ def prefill(batch: int, seq: int) -> dict:
                for key, timed in (("results", results), ("results_cuda_graphs", graphs))}}
 
 
+def decode_picks(model: llama.Llama, batch: int, context: int) -> dict:
+    """What the tuner picked for the reference kernels' decoding step at this batch and cache
+    length, read back from its cache (the step has run): shape_matmul's path and configuration
+    for each of a layer's products and the output's (M x N x K), flash decoding's
+    configuration. A step that got slower says here whether its kernels were picked anew."""
+    cfg, layer = model.cfg, model.layers[0]
+    picks = {}
+    for name, w in (("qkv", layer["wqkv"]), ("o", layer["wo"]), ("gate and up", layer["w13"]),
+                    ("down", layer["w2"]), ("output", model.output)):
+        rows = torch.empty(batch, w.shape[0], device=w.device, dtype=w.dtype)
+        shape = f"{batch} x {w.shape[1]} x {w.shape[0]}"
+        picks[f"{name} {shape}"] = dict(split_k.tune_shape_matmul(rows, w).config)
+    q = torch.empty(batch, cfg.n_heads, 1, cfg.head_dim, device=model.output.device,
+                    dtype=model.dtype)
+    k = q.new_empty(batch, cfg.n_kv_heads, context + 1, cfg.head_dim)
+    lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+    picks["attention over the cache"] = dict(
+        flash_decode.tune_flash_decode(q, k, k, torch.empty_like(q), lse, causal=True).config)
+    return picks
+
+
 def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
            dtype: torch.dtype = torch.float16) -> dict:
     """One decoding step (a token per sequence after ``context`` cached ones) on eager,
@@ -193,9 +215,12 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
     expected = model.to(torch.float32)(prompt)[:, -1:].float()
     errors = {name: ((run().float() - expected).norm() / expected.norm()).item()
               for name, run in versions.items()}
+    picks = decode_picks(model, batch, context)
     results = bench.compare(versions, graph_below_ms=math.inf, rep_ms=2000)
     print(f"== decode, batch {batch}, one new token after {context} cached")
     bench.print_table(results, baseline="PyTorch eager")
+    for name, config in picks.items():
+        print(f"reference kernels' {name}: {config}")
     by_op = {name: gpu_ms_by_op(llama.repeatable_decode_step(model, profiled(ops), prompt,
                                                              context))
              for name, ops in (("PyTorch eager", llama.TORCH_OPS), ("reference kernels", kernels))}
@@ -205,7 +230,7 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
     for name, table in tables.items():
         print(f"-- {name}: kernels, 3 steps\n{table}")
     return {"batch": batch, "context": context, "rel_error_vs_float32": errors,
-            "gpu_ms_by_op": by_op, "kernel_tables": tables,
+            "tuned_configs": picks, "gpu_ms_by_op": by_op, "kernel_tables": tables,
             "results": {m.name: {"median_ms": m.median_ms,
                                  "tokens_per_s": batch / m.median_ms * 1e3, "runs": m.runs,
                                  "cuda_graph": m.cuda_graph, "sm_clock_mhz": m.sm_clock_mhz}

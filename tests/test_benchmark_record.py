@@ -199,3 +199,24 @@ def test_issue_18s_record_runs_attention_then_the_capstone_and_writes_after_each
     on_disk.clear()
     attention_and_capstone.main()
     assert len(on_disk) == len(capstone.DECODES)
+
+
+@pytest.mark.skipif(device.ON_GPU, reason="checks the untimed defaults of interpreter mode; a GPU "
+                    "is visible, where the tuner races")
+def test_the_capstones_decoding_record_names_the_tuners_picks(monkeypatch):
+    """capstone.decode_picks: each product of a decoding step (M x N x K) with the path and
+    configuration shape_matmul runs, and flash decoding's configuration; in the interpreter
+    the defaults, untimed."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import capstone
+    from tilegym_edu.reference import flash_decode, llama, split_k
+    model = llama.Llama(llama.CPU_CONFIG, torch.float16)
+    picks = capstone.decode_picks(model, batch=2, context=40)
+    cfg = llama.CPU_CONFIG
+    assert list(picks) == [
+        f"qkv 2 x {(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim} x {cfg.dim}",
+        f"o 2 x {cfg.dim} x {cfg.n_heads * cfg.head_dim}",
+        f"gate and up 2 x {2 * cfg.hidden} x {cfg.dim}", f"down 2 x {cfg.dim} x {cfg.hidden}",
+        f"output 2 x {cfg.vocab} x {cfg.dim}", "attention over the cache"]
+    assert all(picks[name] == dict(split_k.SHAPE_SPACE.default) for name in list(picks)[:5])
+    assert picks["attention over the cache"] == dict(flash_decode.DECODE_SPACE.default)

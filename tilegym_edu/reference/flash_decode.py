@@ -31,7 +31,7 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.counters import arrival_counters
 from tilegym_edu.reference.flash import block_d, check_flash_inputs, flash_blocks, flash_prune
-from tilegym_edu.tune import Config, SearchSpace, autotune, configs_from_rows
+from tilegym_edu.tune import Config, SearchSpace, TuneResult, autotune, configs_from_rows
 
 
 @triton.jit
@@ -191,21 +191,28 @@ def launch_flash_decode(q, k, v, o, lse, causal: bool, config) -> None:
         HEAD_DIM=head_dim, BLOCK_D=bd, CAUSAL=causal, **options)
 
 
+def tune_flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                      lse: torch.Tensor, causal: bool, level: int = 1) -> TuneResult:
+    """The tuner's race of DECODE_SPACE for these inputs, launching into o and lse (once per
+    decode_problem, then cached). Raced even when fast, as CUDA graphs: a decoding step's
+    attention takes microseconds a layer, less than its launch in Python; raced as plain
+    launches on the H200 of run 37 (2026-12-04), the pick after 2040 cached tokens took 28 µs a
+    call where run y's had taken 11."""
+    return autotune(flash_decode_kernel, decode_problem(q, k, causal), DECODE_SPACE,
+                    lambda c: launch_flash_decode(q, k, v, o, lse, causal, c),
+                    level=level, min_ms=0, race_as_graphs=True)
+
+
 @forbidden_in_graded_calls
 def flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                  config=None, level: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) as flash.flash_forward returns them, the keys split across programs, with the
-    configuration the tuner picks for this shape (raced even when fast, as CUDA graphs: a
-    decoding step's attention takes microseconds a layer, less than its launch in Python; raced
-    as plain launches on the H200 of run 37, 2026-12-04, the pick after 2040 cached tokens took
-    28 µs a call where run y's had taken 11) or ``config``."""
+    configuration :func:`tune_flash_decode` picks for this shape, or ``config``."""
     check_flash_inputs(q, k, v, causal)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     if config is None:
-        config = autotune(flash_decode_kernel, decode_problem(q, k, causal), DECODE_SPACE,
-                          lambda c: launch_flash_decode(q, k, v, o, lse, causal, c),
-                          level=level, min_ms=0, race_as_graphs=True).config
+        config = tune_flash_decode(q, k, v, o, lse, causal, level).config
     launch_flash_decode(q, k, v, o, lse, causal, config)
     return o, lse
 

@@ -34,8 +34,8 @@ from tilegym_edu.reference.pipelined import (PERSISTENT_SPACE, PIPELINED_SPACE, 
                                              persistent_matmul_kernel, pipelined_matmul,
                                              pipelined_matmul_kernel, tma_output, tma_problem)
 from tilegym_edu.tiles import grouped_tile
-from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, autotune, configs_from_rows,
-                              path_configs, path_prune, split_path)
+from tilegym_edu.tune import (Config, KernelGroup, SearchSpace, TuneResult, autotune,
+                              configs_from_rows, path_configs, path_prune, split_path)
 
 
 @triton.jit
@@ -237,11 +237,9 @@ def shape_problem(a: torch.Tensor, b: torch.Tensor) -> dict[str, object]:
     return {**matmul_problem(a, b), "tma": tma}
 
 
-@forbidden_in_graded_calls
-def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tensor:
-    """a @ b on whichever of the pipelined, persistent (on a and b, or on padded copies),
-    split-K and, for at most 16 rows, skinny kernels the tuner found fastest for this shape
-    (once per shape, then cached; the winner's PATH is in the cache). Products of so few rows
+def tune_shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> TuneResult:
+    """The tuner's race of every path of SHAPE_SPACE for a @ b (once per shape, then cached,
+    the winner's PATH included; a hit costs dictionary lookups). Products of at most 16 rows
     are raced even under tune.TUNE_ABOVE_MS: a decoding step's take 10-40 µs each and run
     several times per token, and lesson 03's default tile of 128 rows leaves most SMs idle on
     them. They are raced as CUDA graphs, the GPU's work alone, as a decoding step runs: their
@@ -249,11 +247,18 @@ def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tens
     raced as plain launches, lesson 03's pipelined kernel won the MLP's 1 x 11264 x 2048 and
     1 x 2048 x 5632 products at 34 and 26 µs a call, where the skinny kernel had taken 20 and
     15 (run y, 2026-12-02)."""
-    result = autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
-                      lambda config: run_path(a, b, config), level=level,
-                      **({"min_ms": 0, "race_as_graphs": True} if a.shape[0] <= SKINNY_ROWS
-                         else {}))
-    return run_path(a, b, result.config)
+    return autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
+                    lambda config: run_path(a, b, config), level=level,
+                    **({"min_ms": 0, "race_as_graphs": True} if a.shape[0] <= SKINNY_ROWS
+                       else {}))
+
+
+@forbidden_in_graded_calls
+def shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> torch.Tensor:
+    """a @ b on whichever of the pipelined, persistent (on a and b, or on padded copies),
+    split-K and, for at most 16 rows, skinny kernels :func:`tune_shape_matmul` found fastest
+    for this shape."""
+    return run_path(a, b, tune_shape_matmul(a, b, level).config)
 
 
 forbidden_in_graded_calls(split_k_matmul_kernel)
