@@ -27,7 +27,7 @@ def main() -> None:
     record = header(stamp=True, clock_before=True)
     if "attention" in args.parts:
         attention_shapes.measure(record, args.out)
-    capstone.measure(record, [part for part in args.parts if part != "attention"], args.out)
+    capstone.measure(record, args.out, [part for part in args.parts if part != "attention"])
     finish(record, args.out)
 
 

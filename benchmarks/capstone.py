@@ -33,7 +33,7 @@ import math
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from tilegym_edu import bench
+from tilegym_edu import bench, device, tune
 from tilegym_edu.reference import (flash_decode, fused_matmul, llama, llama_kernels, pipelined,
                                    split_k)
 from tilegym_edu.reference.llama_profile import gpu_ms_by_op, profiled
@@ -179,27 +179,38 @@ def decode_picks(model: llama.Llama, batch: int, context: int) -> dict:
     """What the tuner picked for the reference kernels' decoding step at this batch and cache
     length, read back from its cache (the step has run): shape_matmul's path and configuration
     for each of a layer's products and the output's (M x N x K), flash decoding's
-    configuration. A step that got slower says here whether its kernels were picked anew."""
+    configuration. A step that got slower says here whether its kernels were picked anew. On a
+    GPU each must be a cache hit: a problem the step did not run raises (a race here would
+    report a pick the step never ran)."""
     cfg, layer = model.cfg, model.layers[0]
+
+    def ran(result: tune.TuneResult, name: str) -> dict:
+        if device.ON_GPU and not result.from_cache:
+            raise RuntimeError(f"decode_picks: the tuner had no result for {name}: the decoding "
+                               "step did not run that problem (have its shapes changed?)")
+        return dict(result.config)
     picks = {}
     for name, w in (("qkv", layer["wqkv"]), ("o", layer["wo"]), ("gate and up", layer["w13"]),
                     ("down", layer["w2"]), ("output", model.output)):
         rows = torch.empty(batch, w.shape[0], device=w.device, dtype=w.dtype)
-        shape = f"{batch} x {w.shape[1]} x {w.shape[0]}"
-        picks[f"{name} {shape}"] = dict(split_k.tune_shape_matmul(rows, w).config)
+        name = f"{name} {batch} x {w.shape[1]} x {w.shape[0]}"
+        picks[name] = ran(split_k.tune_shape_matmul(rows, w), name)
     q = torch.empty(batch, cfg.n_heads, 1, cfg.head_dim, device=model.output.device,
                     dtype=model.dtype)
     k = q.new_empty(batch, cfg.n_kv_heads, context + 1, cfg.head_dim)
     lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-    picks["attention over the cache"] = dict(
-        flash_decode.tune_flash_decode(q, k, k, torch.empty_like(q), lse, causal=True).config)
+    name = "attention over the cache"
+    picks[name] = ran(flash_decode.tune_flash_decode(q, k, k, torch.empty_like(q), lse,
+                                                     causal=True), name)
     return picks
 
 
 def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
            dtype: torch.dtype = torch.float16) -> dict:
     """One decoding step (a token per sequence after ``context`` cached ones) on eager,
-    torch.compile and the reference kernels: time per step, tokens/s, error against float32."""
+    torch.compile and the reference kernels: time per step, tokens/s, error against float32,
+    the tuner's picks for the reference kernels (decode_picks), GPU time by operation and
+    each version's kernels."""
     model = llama.Llama(cfg, dtype)
     prompt = llama.random_tokens(cfg, batch, context + 1, torch.Generator().manual_seed(1))
     kernels = llama_kernels.reference_ops()
@@ -241,7 +252,7 @@ def decode(batch: int, context: int, cfg: llama.LlamaConfig = llama.GPU_CONFIG,
 PARTS = ("fused", "mlp", "prefill", "decode")
 
 
-def measure(record: dict, parts, out) -> None:
+def measure(record: dict, out, parts=PARTS) -> None:
     """The ``parts`` (of PARTS) into ``record``, written to ``out`` after each part, prompt and
     decoding case: a run cut short keeps what it measured."""
     if "fused" in parts:
@@ -263,7 +274,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS)
     args = parser.parse_args()
     record = header()
-    measure(record, args.parts, args.out)
+    measure(record, args.out, args.parts)
     finish(record, args.out)
 
 

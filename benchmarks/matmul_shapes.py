@@ -61,8 +61,7 @@ def candidates(a: torch.Tensor, b: torch.Tensor) -> tuple[dict, dict]:
         result = tune.autotune(kernel, problem, space, run)
         chosen[name] = dict(result.config)
         fns[name] = lambda run=run, config=result.config: run(config)
-    winner = tune.autotune(split_k.SHAPE_KERNELS, split_k.shape_problem(a, b),
-                           split_k.SHAPE_SPACE, lambda c: split_k.run_path(a, b, c))
+    winner = split_k.tune_shape_matmul(a, b)              # shape_matmul's own race
     chosen["shape_matmul"] = dict(winner.config)
     fns["shape_matmul"] = lambda: split_k.run_path(a, b, winner.config)
     return fns, chosen

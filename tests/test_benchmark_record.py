@@ -203,16 +203,35 @@ def test_issue_18s_record_runs_attention_then_the_capstone_and_writes_after_each
 
 @pytest.mark.skipif(device.ON_GPU, reason="checks the untimed defaults of interpreter mode; a GPU "
                     "is visible, where the tuner races")
-def test_the_capstones_decoding_record_names_the_tuners_picks(monkeypatch):
+def test_the_capstones_decoding_record_names_the_picks_of_the_problems_the_step_ran(monkeypatch):
     """capstone.decode_picks: each product of a decoding step (M x N x K) with the path and
-    configuration shape_matmul runs, and flash decoding's configuration; in the interpreter
-    the defaults, untimed."""
+    configuration shape_matmul runs, and flash decoding's configuration, asked for with the
+    problems the reference kernels' step itself asked the tuner about (on a GPU, cache hits);
+    in the interpreter the defaults, untimed."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import capstone
-    from tilegym_edu.reference import flash_decode, llama, split_k
-    model = llama.Llama(llama.CPU_CONFIG, torch.float16)
-    picks = capstone.decode_picks(model, batch=2, context=40)
+    from tilegym_edu.reference import flash_decode, llama, llama_kernels, split_k
+    asked = {"matmul": [], "decode": []}
+
+    def recording(kind, real):
+        def autotune(kernel, problem, *args, **options):
+            asked[kind].append(dict(problem))
+            return real(kernel, problem, *args, **options)
+        return autotune
+    monkeypatch.setattr(split_k, "autotune", recording("matmul", split_k.autotune))
+    monkeypatch.setattr(flash_decode, "autotune", recording("decode", flash_decode.autotune))
     cfg = llama.CPU_CONFIG
+    model = llama.Llama(cfg, torch.float16)
+    tokens = llama.random_tokens(cfg, 2, 21, torch.Generator().manual_seed(0))
+    step = llama.repeatable_decode_step(model, llama_kernels.reference_ops(small_blocks=False),
+                                        tokens, 20)
+    asked["matmul"].clear(), asked["decode"].clear()       # the cache's prefill asked its own
+    step()
+    the_steps = {kind: list(problems) for kind, problems in asked.items()}
+    asked["matmul"].clear(), asked["decode"].clear()
+    picks = capstone.decode_picks(model, batch=2, context=20)
+    assert asked["matmul"] and all(p in the_steps["matmul"] for p in asked["matmul"])
+    assert asked["decode"] and all(p in the_steps["decode"] for p in asked["decode"])
     assert list(picks) == [
         f"qkv 2 x {(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim} x {cfg.dim}",
         f"o 2 x {cfg.dim} x {cfg.n_heads * cfg.head_dim}",

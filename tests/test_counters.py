@@ -10,7 +10,7 @@ def test_the_same_zeroed_counters_come_back_until_more_blocks_are_asked_for():
     assert first.dtype == torch.int32 and first.numel() >= 4096 and not first.any()
     assert counters.arrival_counters(device, first.numel()) is first
     grown = counters.arrival_counters(device, first.numel() + 1)
-    assert grown.numel() == first.numel() + 1 and not grown.any()
+    assert grown.numel() == 2 * first.numel() and not grown.any()      # doubled: few outgrown
     assert counters.arrival_counters(device, 8) is grown
 
 

@@ -466,6 +466,7 @@ def test_a_race_times_every_config_the_same_way_in_every_round(monkeypatch):
     assert seen["captured"] == [str(a), str(b), str(c)]    # one graph each, replayed after
     assert seen["compared"] == [{str(a): True, str(b): True, str(c): True},
                                 {str(a): True, str(b): True}, {str(a): True}]
+    assert measure.as_graphs() is True
 
 
 def test_a_race_whose_first_launch_is_long_runs_every_candidate_as_it_is(monkeypatch):
@@ -498,6 +499,7 @@ def test_a_race_with_a_config_that_cannot_be_captured_times_every_config_plainly
     measure([a, c])
     assert seen["compared"] == [{str(a): False, str(b): False, str(c): False},
                                 {str(a): False, str(c): False}]
+    assert measure.as_graphs() is False
 
 
 def test_the_cache_key_names_the_race_rules():
@@ -507,14 +509,18 @@ def test_the_cache_key_names_the_race_rules():
     assert graphs == key + " as graphs"
 
 
-def _gpu_timing_recorded(monkeypatch, means):
-    """autotune on a pretend GPU whose timing is SyntheticGPU(means); returns the list of the
-    graph_below_ms each gpu_measure autotune built was given."""
+def _gpu_timing_recorded(monkeypatch, means, captured=True):
+    """autotune on a pretend GPU whose timing is SyntheticGPU(means), timing graphs when asked
+    to if ``captured``; returns the list of the graph_below_ms each gpu_measure autotune built
+    was given."""
+    import math
     built = []
 
     def gpu_measure(launch, graph_below_ms=tune.bench.GRAPH_THRESHOLD_MS):
         built.append(graph_below_ms)
-        return SyntheticGPU(means)
+        timing = SyntheticGPU(means)
+        timing.as_graphs = lambda: captured and graph_below_ms == math.inf
+        return timing
     monkeypatch.setattr(tune, "gpu_measure", gpu_measure)
     monkeypatch.setattr(tune.device, "ON_GPU", True)
     monkeypatch.setattr(tune.device, "info", lambda: None)
@@ -524,25 +530,34 @@ def _gpu_timing_recorded(monkeypatch, means):
 
 def test_a_race_told_to_time_graphs_is_timed_so_and_cached_apart(monkeypatch):
     """race_as_graphs: the race's measure graphs every candidate (however long its launch takes
-    on the host), and its winner is not the answer to a race timed the usual way: a decoding
-    step's products raced as plain launches on the H200 (run 37, 2026-12-04) picked kernels
-    1.7x slower than the skinny kernel, and their cached winners must not stand in."""
+    on the host), and its winner is not the answer to a race timed the usual way: on the H200
+    of run 37 (2026-12-04) a decoding step's products got kernels 1.7x slower than the skinny
+    kernel, probably from races timed as plain launches, and such winners must not stand in."""
     import math
     built = _gpu_timing_recorded(monkeypatch, {cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
     launched = []
     graphs = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
                            progress=False, min_ms=0, race_as_graphs=True)
     assert graphs.config == cfg(128) and not graphs.from_cache
-    assert built == [math.inf, math.inf]     # the too-small check's measure, then the race's
-    assert launched.count(SPACE.default) == 1    # min_ms 0: the check launches nothing
+    assert built == [math.inf]                   # min_ms 0: no too-small check, the race's
+    assert launched.count(SPACE.default) == 1    # compiled once, not run by a check
     plain = tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
                           progress=False, min_ms=0)
-    assert not plain.from_cache and built[2:] == [tune.bench.GRAPH_THRESHOLD_MS] * 2
+    assert not plain.from_cache and built[1:] == [tune.bench.GRAPH_THRESHOLD_MS]
     assert tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, resources=H200,
                          min_ms=0, race_as_graphs=True).from_cache
+    assert graphs.note == "" and plain.note == ""
     with pytest.raises(ValueError, match="gpu_measure"):
         tune.autotune(kernel_a, PROBLEM, SPACE, launched.append, race_as_graphs=True,
                       measure=SyntheticGPU({}))
+
+
+def test_a_race_asked_for_graphs_that_ran_plain_says_so(monkeypatch):
+    _gpu_timing_recorded(monkeypatch, {cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0},
+                         captured=False)
+    result = tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, resources=H200,
+                           progress=False, min_ms=0, race_as_graphs=True)
+    assert result.config == cfg(128) and "plain launches" in result.note
 
 
 def test_a_program_that_overflows_shared_memory_is_refused_with_both_sizes():

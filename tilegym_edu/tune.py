@@ -20,7 +20,8 @@ How a search goes (:func:`autotune`):
    leader's typical one, so more samples would not save it. Racing ends when one is left or
    after ``max_rounds``; the lowest median wins.
 4. **Caching**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
-   level and candidate list, in memory and in ``$TILEGYM_CACHE_DIR/tune.json``: a second run,
+   level, candidate list and race rules (RACE_RULES, and whether the race was told to time
+   CUDA graphs), in memory and in ``$TILEGYM_CACHE_DIR/tune.json``: a second run,
    even in a new process, costs nothing. Change the kernel and it tunes again.
 
 Clocks are read before and after (never set). In interpreter mode there is nothing to time:
@@ -473,7 +474,8 @@ def gpu_measure(launch: Callable[[Config], object],
     first round of every candidate; its too-small check times the default alone with a
     measure of its own), always when ``graph_below_ms`` is math.inf; else, or when any config
     cannot be captured, as plain launches. Configs no longer asked for (dropped) release their
-    graphs.
+    graphs. The measure's ``as_graphs()`` says which way the race went (None before its first
+    call).
 
     Why one decision a race: bench.compare decides per function and per call, and the race
     called it once a round, so one round could mix both ways and two rounds could time one
@@ -504,6 +506,7 @@ def gpu_measure(launch: Callable[[Config], object],
                                 graphed=[str(c) for c in configs] if as_graphs else [])
         by_name = {m.name: m for m in results}
         return {c: list(by_name[str(c)].times_ms) for c in configs}
+    measure.as_graphs = lambda: as_graphs   # the race's decision (None before its first call)
     return measure
 
 
@@ -551,9 +554,8 @@ def _too_small_to_tune(kept: Sequence[Config], default: Config,
                        launch: Callable[[Config], object], measure: Measure,
                        min_ms: float) -> float | None:
     """The default configuration's median time (ms) if it is a candidate here, runs, and is
-    under ``min_ms``; else None (then the problem is tuned). Nothing runs when ``min_ms`` is 0:
-    no time is under it."""
-    if default not in kept or min_ms <= 0:
+    under ``min_ms``; else None (then the problem is tuned)."""
+    if default not in kept:
         return None
     try:
         launch(default)          # compiles it
@@ -617,7 +619,8 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     def timing() -> Measure:
         return measure or gpu_measure(launch, math.inf if race_as_graphs
                                       else bench.GRAPH_THRESHOLD_MS)
-    small = _too_small_to_tune(kept, space.default, launch, timing(), min_ms)
+    small = None if min_ms <= 0 else _too_small_to_tune(kept, space.default, launch, timing(),
+                                                        min_ms)
     if small is not None:
         result = _untuned(space.default, level, where,
                           f"not tuned: the default configuration runs in {small:.3f} ms, under "
@@ -626,14 +629,18 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
         _store(key, result)
         return result
     working, failed = _compile_all(kept, launch, bar)
-    winner, raced = race(working, timing(), max_rounds=max_rounds,
+    race_timing = timing()
+    winner, raced = race(working, race_timing, max_rounds=max_rounds,
                          slack=slack, on_round=lambda r, alive: bar.show(
                              r, max_rounds, f"racing: {alive} of {len(working)} left"))
+    plain = race_as_graphs and not race_timing.as_graphs()
     result = TuneResult(
         config=winner, level=level, from_cache=False,
         trials=tuple(raced + failed + [Trial(c, f"pruned: {why}") for c, why in pruned]),
         seconds=time.perf_counter() - start, device=where,
-        sm_clock_mhz=(clock_before, device.sm_clock_mhz() if facts else None))
+        sm_clock_mhz=(clock_before, device.sm_clock_mhz() if facts else None),
+        note=("timed as plain launches, not the CUDA graphs asked for: a candidate could not "
+              "be captured" if plain else ""))
     bar.close(f"best of {len(working)} in {result.seconds:.1f} s: {winner}")
     _store(key, result)
     return result

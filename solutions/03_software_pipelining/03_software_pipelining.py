@@ -579,9 +579,10 @@ else:
 #   timed Python (docs/results/h200.md, 2026-12-04).
 # * **Too small to gain**: a problem whose default runs in under `tune.TUNE_ABOVE_MS` (0.02 ms) is
 #   not tuned (`min_ms`): compiling the candidates would cost seconds to save microseconds.
-# * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem, level
-#   and candidate list, in memory and on disk (`tune.cache_path()`): the second call for the same
-#   problem, even in a new process, is a lookup. Change the kernel and it tunes again.
+# * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
+#   level, candidate list and way of timing the race, in memory and on disk (`tune.cache_path()`):
+#   the second call for the same problem, even in a new process, is a lookup. Change the kernel and
+#   it tunes again.
 # * **Clocks are read, never set**: the table reports the SM clock before and after the search.
 # * **A progress bar** while it works. In interpreter mode there is nothing to time: `autotune`
 #   returns the default configuration and says so.

@@ -93,7 +93,7 @@ def test_a_race_told_to_time_graphs_times_the_gpus_work_whatever_the_hosts_speed
     """race_as_graphs: a launch that spends 2 ms in Python before a kernel of a few
     microseconds is raced on the kernel's time. Raced the usual way its 2 ms of host time
     decide the timing (plain launches), and every sample holds them: on run 37's slow host
-    (2026-12-04) a decoding step's products were ranked so."""
+    (2026-12-04) a decoding step's products were probably ranked so."""
     x = torch.randn(1 << 16, device="cuda")
     y = torch.empty_like(x)
 

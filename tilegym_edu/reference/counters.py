@@ -14,12 +14,14 @@ _OUTGROWN: list[torch.Tensor] = []
 
 def arrival_counters(device: torch.device, blocks: int) -> torch.Tensor:
     """At least ``blocks`` int32 counters on ``device``, all zero; the same memory on every
-    call (grown when more blocks come, the old counters kept for the graphs that use them), so
+    call (at least doubled when more blocks come, the old counters kept for the graphs that
+    use them: a few tensors at most), so
     allocating them costs nothing inside a CUDA graph."""
     counters = _COUNTERS.get(device)
     if counters is None or counters.numel() < blocks:
         if counters is not None:
             _OUTGROWN.append(counters)
-        counters = torch.zeros(max(blocks, 4096), device=device, dtype=torch.int32)
+        size = max(blocks, 2 * counters.numel() if counters is not None else 0, 4096)
+        counters = torch.zeros(size, device=device, dtype=torch.int32)
         _COUNTERS[device] = counters
     return counters

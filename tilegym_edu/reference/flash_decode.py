@@ -195,9 +195,9 @@ def tune_flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torc
                       lse: torch.Tensor, causal: bool, level: int = 1) -> TuneResult:
     """The tuner's race of DECODE_SPACE for these inputs, launching into o and lse (once per
     decode_problem, then cached). Raced even when fast, as CUDA graphs: a decoding step's
-    attention takes microseconds a layer, less than its launch in Python; raced as plain
-    launches on the H200 of run 37 (2026-12-04), the pick after 2040 cached tokens took 28 µs a
-    call where run y's had taken 11."""
+    attention takes microseconds a layer, less than its launch in Python. On the H200 of run 37
+    (2026-12-04) the pick after 2040 cached tokens took 28 µs a call where run y's had taken 11,
+    probably from a race timed as plain launches (inferred from the log, docs/results/h200.md)."""
     return autotune(flash_decode_kernel, decode_problem(q, k, causal), DECODE_SPACE,
                     lambda c: launch_flash_decode(q, k, v, o, lse, causal, c),
                     level=level, min_ms=0, race_as_graphs=True)

@@ -243,10 +243,10 @@ def tune_shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> TuneR
     are raced even under tune.TUNE_ABOVE_MS: a decoding step's take 10-40 µs each and run
     several times per token, and lesson 03's default tile of 128 rows leaves most SMs idle on
     them. They are raced as CUDA graphs, the GPU's work alone, as a decoding step runs: their
-    launches take longer in Python than on the GPU, and on the H200 of run 37 (2026-12-04),
-    raced as plain launches, lesson 03's pipelined kernel won the MLP's 1 x 11264 x 2048 and
-    1 x 2048 x 5632 products at 34 and 26 µs a call, where the skinny kernel had taken 20 and
-    15 (run y, 2026-12-02)."""
+    launches take longer in Python than on the GPU. On the H200 of run 37 (2026-12-04) lesson
+    03's pipelined kernel ran the MLP's products at about 34 and 26 µs a call where run y's
+    pick, the skinny kernel, had taken 20 and 15 (2026-12-02): probably races timed as plain
+    launches on a slow host (inferred from run 37's log, docs/results/h200.md)."""
     return autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
                     lambda config: run_path(a, b, config), level=level,
                     **({"min_ms": 0, "race_as_graphs": True} if a.shape[0] <= SKINNY_ROWS
