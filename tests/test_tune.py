@@ -571,11 +571,13 @@ class _Recorded(Exception):
     """Raised by a stand-in for autotune once it has recorded how it was called."""
 
 
-@pytest.mark.parametrize("case", ["decode rows", "more rows", "decode attention", "conv"])
+@pytest.mark.parametrize("case", ["decode rows", "more rows", "decode attention",
+                                  "prefill through the cache", "conv"])
 def test_the_races_run_however_fast_are_timed_as_graphs(case, monkeypatch):
     """A decoding step's products and attention, and every convolution layer, are raced at any
     size (min_ms=0) and as CUDA graphs: their launches take longer in Python than on the GPU.
-    Other products keep the usual bar and timing."""
+    Other products keep the usual bar and timing; a prefill through the cache is raced at any
+    size, timed the usual way (graphs would keep each candidate's scratch memory)."""
     from tilegym_edu.reference import conv_persistent, flash_decode, split_k
     asked = {}
 
@@ -588,8 +590,11 @@ def test_the_races_run_however_fast_are_timed_as_graphs(case, monkeypatch):
         "more rows": (split_k, lambda: split_k.shape_matmul(torch.randn(17, 64),
                                                             torch.randn(64, 32))),
         "decode attention": (flash_decode, lambda: flash_decode.flash_decode(
-            torch.randn(1, 4, 1, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16),
-            causal=True)),
+            torch.randn(1, 4, flash_decode.DECODE_QUERIES, 16), torch.randn(1, 2, 40, 16),
+            torch.randn(1, 2, 40, 16), causal=True)),
+        "prefill through the cache": (flash_decode, lambda: flash_decode.flash_decode(
+            torch.randn(1, 4, flash_decode.DECODE_QUERIES + 1, 16), torch.randn(1, 2, 40, 16),
+            torch.randn(1, 2, 40, 16), causal=True)),
         "conv": (conv_persistent, lambda: conv_persistent.shape_conv2d(
             torch.randn(1, 8, 6, 6).to(memory_format=torch.channels_last),
             torch.randn(8, 8, 3, 3).to(memory_format=torch.channels_last), padding=1)),
@@ -599,5 +604,7 @@ def test_the_races_run_however_fast_are_timed_as_graphs(case, monkeypatch):
         call()
     if case == "more rows":
         assert "min_ms" not in asked and not asked.get("race_as_graphs")
+    elif case == "prefill through the cache":    # raced at any size, graphs only for a step's
+        assert asked["min_ms"] == 0 and asked["race_as_graphs"] is False
     else:
         assert asked["min_ms"] == 0 and asked["race_as_graphs"] is True

@@ -191,16 +191,25 @@ def launch_flash_decode(q, k, v, o, lse, causal: bool, config) -> None:
         HEAD_DIM=head_dim, BLOCK_D=bd, CAUSAL=causal, **options)
 
 
+#: at most this many queries a sequence make a decoding step (one token, or a few drafted
+#: ones), whose race is timed as CUDA graphs: each candidate's graph keeps its scratch memory,
+#: SPLITS x row blocks x BLOCK_M x head_dim floats, a few MB here, where the capstone's prefill
+#: through the cache (2040 queries of 16 sequences, 32640 row blocks of 16) would keep 4.3 GB a
+#: candidate at 16 key ranges and 8.6 GB at 32
+DECODE_QUERIES = 16
+
+
 def tune_flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                       lse: torch.Tensor, causal: bool, level: int = 1) -> TuneResult:
     """The tuner's race of DECODE_SPACE for these inputs, launching into o and lse (once per
-    decode_problem, then cached). Raced even when fast, as CUDA graphs: a decoding step's
-    attention takes microseconds a layer, less than its launch in Python. On the H200 of run 37
-    (2026-12-04) the pick after 2040 cached tokens took 28 µs a call where run y's had taken 11,
-    probably from a race timed as plain launches (inferred from the log, docs/results/h200.md)."""
+    decode_problem, then cached). Raced even when fast; a decoding step's (at most
+    DECODE_QUERIES queries a sequence) as CUDA graphs: its attention takes microseconds a layer,
+    less than its launch in Python. On the H200 of run 37 (2026-12-04) the pick after 2040
+    cached tokens took 28 µs a call where run y's had taken 11, probably from a race timed as
+    plain launches (inferred from the log, docs/results/h200.md)."""
     return autotune(flash_decode_kernel, decode_problem(q, k, causal), DECODE_SPACE,
                     lambda c: launch_flash_decode(q, k, v, o, lse, causal, c),
-                    level=level, min_ms=0, race_as_graphs=True)
+                    level=level, min_ms=0, race_as_graphs=q.shape[2] <= DECODE_QUERIES)
 
 
 @forbidden_in_graded_calls
