@@ -9,6 +9,11 @@ A record is a plain dict that a script fills and :func:`finish` writes. Its comm
   compute capability, SM count, memory in GiB, L2 in MiB, driver version);
   ``"none: interpreter mode"`` without a GPU.
 * ``torch``, ``triton``: the versions of PyTorch and Triton, as their ``__version__`` says.
+* ``host``: the host's processor (as /proc/cpuinfo names it, where there is one) and CPU
+  count, and ``host_python_ms``: the least of five runs of a fixed piece of Python of the kind
+  a kernel's wrapper runs (calls, dictionary lookups, small integers). Where plain calls got
+  slower between two runs and their CUDA graphs did not, these say whether the host did (run
+  37 of 2026-12-04 could only infer it).
 * ``sm_clock_before_mhz`` (with ``clock_before=True``) and ``sm_clock_after_mhz`` (written by
   :func:`finish`): the SM clock in MHz when the run started and when it ended, read (never set)
   through nvidia-smi; None without a GPU or without nvidia-smi. A clock far below the GPU's
@@ -29,6 +34,8 @@ import tilegym_edu  # noqa: F401  (first: decides the mode before triton is impo
 import argparse
 import datetime
 import json
+import os
+import time
 from pathlib import Path
 
 import torch
@@ -63,6 +70,37 @@ def sm_clock() -> int | None:
     return device.sm_clock_mhz() if device.ON_GPU else None
 
 
+def host() -> str:
+    """The ``host`` field: the processor's model name and the CPU count."""
+    model = "unknown processor"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def _wrapper_like_python() -> int:
+    counts: dict[int, int] = {}
+    for i in range(20_000):
+        key = i % 97
+        counts[key] = counts.get(key, 0) + len(str(i))
+    return len(counts)
+
+
+def host_python_ms() -> float:
+    """The ``host_python_ms`` field: milliseconds for the least of five runs of a fixed piece of
+    Python (2.1 ms on the repository's CPU machine, an AMD EPYC, on 2026-12-04)."""
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        _wrapper_like_python()
+        times.append((time.perf_counter() - start) * 1e3)
+    return round(min(times), 3)
+
+
 def header(*, clock_before: bool = False, stamp: bool = False) -> dict:
     """A new record holding the common fields (``date``, ``gpu``, ``torch``, ``triton``), and
     ``sm_clock_before_mhz`` when ``clock_before``; ``stamp`` makes ``date`` a UTC time."""
@@ -71,7 +109,7 @@ def header(*, clock_before: bool = False, stamp: bool = False) -> dict:
     else:
         date = datetime.date.today().isoformat()
     record = {"date": date, "gpu": gpu(), "torch": torch.__version__,
-              "triton": triton.__version__}
+              "triton": triton.__version__, "host": host(), "host_python_ms": host_python_ms()}
     if clock_before:
         record["sm_clock_before_mhz"] = sm_clock()
     return record

@@ -44,8 +44,9 @@ def fake_gpu(monkeypatch):
 
 def test_header_fields_and_types():
     head = record.header()
-    assert list(head) == ["date", "gpu", "torch", "triton"]
-    assert all(isinstance(v, str) for v in head.values())
+    assert list(head) == ["date", "gpu", "torch", "triton", "host", "host_python_ms"]
+    assert all(isinstance(head[k], str) for k in ("date", "gpu", "torch", "triton", "host"))
+    assert head["host"].endswith(" CPUs") and 0 < head["host_python_ms"] < 1000
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", head["date"])
     assert datetime.date.fromisoformat(head["date"]) == datetime.date.today()
     assert head["torch"] == torch.__version__ and head["triton"] == triton.__version__
@@ -88,7 +89,8 @@ def test_finish_writes_json_that_reads_back(tmp_path, fake_gpu):
     assert record.finish(rec, out) is rec
     back = json.loads(out.read_text())
     assert back == rec
-    assert list(back) == ["date", "gpu", "torch", "triton", "shapes", "sm_clock_after_mhz"]
+    assert list(back) == ["date", "gpu", "torch", "triton", "host", "host_python_ms", "shapes",
+                          "sm_clock_after_mhz"]
     assert back["sm_clock_after_mhz"] == 1980
     assert out.read_text() == json.dumps(rec, indent=1)      # json.dump(record, f, indent=1)
 
