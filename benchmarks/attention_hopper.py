@@ -6,7 +6,6 @@ PyTorch (or, where the scores do not fit, against cuDNN) before it is timed. TFL
 score pairs each query sees, 4·d FLOPs a pair, as benchmarks/attention_shapes.py does.
 
     python benchmarks/attention_hopper.py --out attention-hopper.json
-    python benchmarks/attention_hopper.py --head-dims 64 --causal --pingpong
 """
 from __future__ import annotations
 
@@ -74,16 +73,12 @@ def main() -> None:
     parser.add_argument("--head-dims", type=int, nargs="+", default=flash_hopper.HOPPER_HEAD_DIMS,
                         help="the rows of these head sizes only")
     parser.add_argument("--causal", action="store_true", help="the causal rows only")
-    parser.add_argument("--pingpong", action="store_true",
-                        help="the ping-pong schedules (PINGPONG_CONFIGS, not raced) too")
     args = parser.parse_args()
-    configs = flash_hopper.HOPPER_CONFIGS + (flash_hopper.PINGPONG_CONFIGS if args.pingpong
-                                             else ())
     record = header(stamp=True)
-    record["configs"] = [list(c) for c in configs]
+    record["configs"] = [list(c) for c in flash_hopper.HOPPER_CONFIGS]
     for row in [row for row in ROWS[:args.rows]
                 if row[5] in args.head_dims and (row[6] or not args.causal)]:
-        compare_row(row, record, configs)
+        compare_row(row, record, flash_hopper.HOPPER_CONFIGS)
         write(record, args.out)
     finish(record, args.out)
 

@@ -70,13 +70,3 @@ def test_three_consumer_warpgroups_race_at_head_size_64_only(head_dim):
                for c in flash_hopper.HOPPER_SPACE.configs(level=1)}
     assert reasons[128] is None and reasons[64] is None
     assert (reasons[192] is None) == (head_dim == 64), reasons[192]
-
-
-def test_the_ping_pong_schedule_takes_two_consumer_warpgroups_only():
-    """Its turns pass between two warpgroups: 192 rows (three) are refused before any launch."""
-    q = torch.empty(1, 2, 256, 64, dtype=torch.float16)
-    with pytest.raises(ValueError, match="two consumer warpgroups: BLOCK_M 128, not 192"):
-        flash_hopper.launch_hopper_flash(q, q, q, q, q[..., 0].float(), True,
-                                         (192, 128, 2, "pingpong"))
-    assert all(c[0] == 128 and c[3].endswith("pingpong") for c in flash_hopper.PINGPONG_CONFIGS)
-    assert not set(flash_hopper.PINGPONG_CONFIGS) & set(flash_hopper.HOPPER_CONFIGS)

@@ -9,16 +9,14 @@ other, so the tensor cores sit idle during the softmax. Here the loop is softwar
 hand: the scores of key block j are issued (asynchronously) together with the product of block
 j-1's probabilities and values, and block j's softmax runs while that product is still on the
 tensor cores. K and v blocks arrive by TMA in a ring of ``STAGES`` shared-memory buffers, each
-with an mbarrier that says when its bytes have landed. The schedules (HOPPER_CONFIGS):
+with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_CONFIGS):
 
 * ``one``: one warpgroup computes a program's rows and issues its own copies
   (hopper_flash_kernel);
 * ``specialised``: warp-specialised (hopper_flash_ws_kernel): a producer warp issues every
   copy, BLOCK_M // 64 consumer warpgroups of 64 rows (two, or three at head size 64) share
   each key/value block;
-* ``persistent``: the same, one program per SM taking tile after tile;
-* ``pingpong`` and ``persistent pingpong`` (PINGPONG_CONFIGS, not yet measured, not raced):
-  ``specialised`` and ``persistent`` with the two consumers taking turns at the tensor cores.
+* ``persistent``: the same, one program per SM taking tile after tile.
 
 On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
 rows at head sizes 64 and 128 but one, 1.10x at 16k causal; three consumer warpgroups took head
@@ -354,34 +352,15 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 
 
 @gluon.jit
-def _take_turn(turns, n, WG: gl.constexpr, PINGPONG: gl.constexpr):
-    """With PINGPONG, wait for consumer WG's n-th turn at the tensor cores (turns: two
-    mbarriers, one a consumer): consumer 0's first turn is free (a new barrier passes phase
-    1), every later one comes when the other consumer has issued its matmuls (_pass_turn)."""
-    if PINGPONG:
-        mbarrier.wait(turns.index(WG), (n & 1) ^ (1 - WG))
-
-
-@gluon.jit
-def _pass_turn(turns, WG: gl.constexpr, PINGPONG: gl.constexpr):
-    """With PINGPONG, hand the tensor cores to the other consumer: WG's matmuls are issued."""
-    if PINGPONG:
-        mbarrier.arrive(turns.index(1 - WG), count=1)
-
-
-@gluon.jit
-def _ws_consume(shared, turns, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                PARTIAL: gl.constexpr, PINGPONG: gl.constexpr):
+                PARTIAL: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
     slot once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
     computed on whatever q rows the copy brought and not stored. ``shared``: what every
-    consumer takes alike (hopper_flash_ws_kernel's tuple). PINGPONG (two consumers): the two
-    take turns issuing their matmuls (``turns``), so one's softmax runs while the other's
-    matmuls have the tensor cores, as FlashAttention-3's ping-pong schedule does; both
-    consumers take the same number of turns a tile (its key blocks plus one)."""
+    consumer takes alike (hopper_flash_ws_kernel's tuple)."""
     (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
      stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale) = shared
     ROWS: gl.constexpr = CONSUMER_ROWS
@@ -413,10 +392,8 @@ def _ws_consume(shared, turns, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N:
         mbarrier.wait(q_ready.index(WG), count & 1)
         slot = it % STAGES
         mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
-        _take_turn(turns, it + count, WG, PINGPONG)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
-        _pass_turn(turns, WG, PINGPONG)
         s = warpgroup_mma_wait(0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
         if n_blocks == 1:
@@ -430,11 +407,9 @@ def _ws_consume(shared, turns, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N:
             slot = (it + j) % STAGES
             mbarrier.wait(k_ready.index(slot), ((it + j) // STAGES) & 1)
             mbarrier.wait(v_ready.index(prev), ((it + j - 1) // STAGES) & 1)
-            _take_turn(turns, it + count + j, WG, PINGPONG)
             s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
                               is_async=True)
             acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-            _pass_turn(turns, WG, PINGPONG)
             s = warpgroup_mma_wait(1, deps=(s,))
             mbarrier.arrive(k_empty.index(slot), count=1)
             if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
@@ -448,9 +423,7 @@ def _ws_consume(shared, turns, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N:
 
         last = (it + n_blocks - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
-        _take_turn(turns, it + count + n_blocks, WG, PINGPONG)
         acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
-        _pass_turn(turns, WG, PINGPONG)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last), count=1)
         it += n_blocks
@@ -466,8 +439,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
                            H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr,
-                           PINGPONG: gl.constexpr = False):
+                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
     warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
     three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
@@ -479,8 +451,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     Other arguments as hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows;
     launched with num_warps=4 (the first consumer) plus the other consumers' 4 warps each and
     the producer's 1. Two consumers run with 240 registers a thread each, three with 160 (the
-    64K of an SM shared among 16 warps). PINGPONG (two consumers only): they take turns at the
-    tensor cores (_ws_consume)."""
+    64K of an SM shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_desc.layout)
@@ -502,31 +473,20 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     shared = (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr,
               lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale)
-    if PINGPONG:
-        turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(2):
-            mbarrier.init(turns.index(i), count=1)
-    else:
-        turns = q_ready   # not used
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     if CONSUMERS == 3:
         gl.warp_specialize([
-            (_ws_consume, (shared, turns, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
-                           False)),
-            (_ws_consume, (shared, turns, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
-                           False)),
-            (_ws_consume, (shared, turns, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
-                           False)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
         gl.warp_specialize([
-            (_ws_consume, (shared, turns, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
-                           PINGPONG)),
-            (_ws_consume, (shared, turns, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
-                           PINGPONG)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
@@ -566,14 +526,6 @@ HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
                   (192, 128, 2, "persistent"))
 
 
-#: the ping-pong schedules (two consumer warpgroups taking turns at the tensor cores, as
-#: FlashAttention-3's): "pingpong", a program a tile, and "persistent pingpong". Compiled for
-#: sm_90a offline; not yet run on a GPU, so not raced (benchmarks/attention_hopper.py --pingpong
-#: times them)
-PINGPONG_CONFIGS = ((128, 128, 2, "pingpong"), (128, 128, 2, "persistent pingpong"),
-                    (128, 64, 3, "pingpong"))
-
-
 def hopper_prune(config: Config, problem: Mapping[str, object], resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races). Three consumer
     warpgroups share an SM's registers 160-168 a thread each: at head size 128 a warpgroup's
@@ -608,10 +560,6 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     if isinstance(config, Mapping):
         config = tuple(config[name] for name in ("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"))
     block_m, block_n, stages, schedule = config
-    pingpong = schedule.endswith("pingpong")
-    if pingpong and block_m != 2 * CONSUMER_ROWS.value:
-        raise ValueError(f"the ping-pong schedule takes turns between two consumer warpgroups: "
-                         f"BLOCK_M {2 * CONSUMER_ROWS.value}, not {block_m}")
     batch, heads, seq_q, head_dim = q.shape
     n_m = triton.cdiv(seq_q, block_m)
     n_tiles = n_m * batch * heads
@@ -624,10 +572,9 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     if schedule == "one":
         hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, **options)
         return
-    programs = min(n_tiles, sms) if schedule.startswith("persistent") else n_tiles
+    programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
-                                        *args, n_tiles, PARTIAL=seq_q % block_m != 0,
-                                        PINGPONG=pingpong, **options)
+                                        *args, n_tiles, PARTIAL=seq_q % block_m != 0, **options)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
