@@ -570,13 +570,15 @@ else:
 #   after round. After each round a candidate whose *fastest* run is slower than the leader's
 #   *median* by more than 5% is dropped: even its luckiest run lost to the leader's typical one. The
 #   lowest median wins.
-# * **One way of timing a race**: every candidate is replayed from a CUDA graph (the GPU's work
-#   alone) when the fastest launch takes under 0.1 ms seen from the host, else launched plainly;
-#   never some one way and some the other. `race_as_graphs=True` graphs them whatever the host's
-#   speed: lesson 06's decoding products use it. On an H200 with a slow host their races picked
-#   lesson 03's kernel, at 1.7x the GPU time of the skinny kernel an earlier run had picked: by our
-#   reading of the log, the host's time pushed the launches past the bar and the plain launches
-#   timed Python (docs/results/h200.md, 2026-12-04).
+# * **One way of timing a race**: when a launch takes longer in Python than its kernel takes on
+#   the GPU, timing plain launches measures Python, so short kernels are replayed from CUDA graphs
+#   instead (the GPU's work alone). A race decides once, from its fastest launch seen from the host
+#   (under 0.1 ms: graphs), and times every candidate that way in every round: mixing the two let a
+#   race pick a configuration 1.21x slower than the best (2026-12-04, run 21). With
+#   `race_as_graphs=True` it always uses graphs. Lesson 06's decoding step needs that: its matmuls
+#   have one row of activations per sequence, and on an H200 with a slow host their races picked
+#   this lesson's pipelined kernel at 1.7x the GPU time of the kernel an earlier run had chosen (by
+#   our reading of the log, the plain launches timed Python; docs/results/h200.md).
 # * **Too small to gain**: a problem whose default runs in under `tune.TUNE_ABOVE_MS` (0.02 ms) is
 #   not tuned (`min_ms`): compiling the candidates would cost seconds to save microseconds.
 # * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem,

@@ -1513,13 +1513,14 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #
 # - **+ fma**: the scale folded into the exponent. Take the row maximum of the raw scores, then
 #   compute `exp2(s * scale - m)`: the multiply and the subtraction become one fused multiply-add
-#   per score. The softmax is the part of the loop the tensor cores do not do; this gained 1-4%.
+#   per score. The softmax is the part of the loop the tensor cores do not do; this gained 0.5-4%.
 # - **+ TMA (host)**: k and v read through tensor descriptors built on the host (lesson 03's TMA:
 #   one instruction copies a whole block into shared memory, with no address arithmetic in
 #   registers). At head size 128 this gained 9-12% more, the fastest Triton forward of the table:
 #   0.78x cuDNN non-causal and 0.84x causal. At head size 64 it gained nothing.
 # - **TMA (device)**: the same descriptors built inside the kernel (`tl.make_tensor_descriptor`)
-#   instead, 5-8% slower than those built on the host.
+#   instead: 0-11% slower than those built on the host (5-7% on the two S4096 D128 rows, 11% at
+#   B16 S1024, nothing on the non-causal head-size-64 row).
 # - **+ WS**: warp specialisation (`tl.range(..., warp_specialize=True)`: some warps only copy,
 #   the others only compute, FlashAttention-3's first idea). In Triton 3.6 on Hopper it did not
 #   compile for 4-warp configurations, and where it compiled it lost to every variant without it.
@@ -1542,8 +1543,8 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # What closes the gap is telling the hardware when to do what. **Gluon**
 # (`triton.experimental.gluon`, in the Triton 3.6 these figures ran on) is Triton's lower-level
 # language: the program itself says which shared-memory buffer each TMA copy lands in, when each
-# tensor-core matmul (`wgmma`, Hopper's asynchronous warpgroup matmul) is issued, and when it is
-# waited for.
+# tensor-core matmul (`wgmma`, Hopper's asynchronous matmul, issued by a **warpgroup**: four
+# warps, 128 threads, together) is issued, and when it is waited for.
 # `tilegym_edu/reference/flash_hopper.py` writes the forward you know in three steps. Each is
 # measured by `benchmarks/attention_hopper.py` on the first row (B4 H32 S4096 D128, float16, H200,
 # 2026-12-03, run b; the power limit held the clock at 1740 MHz; cuDNN 626 TFLOP/s in the same run):
@@ -1566,27 +1567,30 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #
 # Step 1 is FlashAttention-3's overlap inside one warpgroup; step 2 its split of producers and
 # consumers. Its third idea, making the two warpgroups take turns at the tensor cores (ping-pong,
-# with mbarriers), gained nothing here (run a: 617 against 631 TFLOP/s) and was dropped. The
+# with mbarriers), gained nothing here, not even at head size 64 causal, where the softmax weighs
+# most (run a: 617 against 631 TFLOP/s on this row, 309 against 311 on that one), and was dropped.
+# The
 # persistent grid is not always better: on the long causal row (B1 H16 S16384) it ran at 0.74x
 # cuDNN, where step 2, whose programs the GPU's own scheduler hands out, ran at 1.14x. So the
 # tuner races the steps' configurations per shape, and `attention_forward` uses the winner wherever
 # the kernels take the inputs (Hopper, head size 64 or 128, lengths multiples of 128). Tuned, and
-# timed against cuDNN in one process (`benchmarks/attention_shapes.py`, run c, 1965-1980 MHz):
+# timed against cuDNN in one process (`benchmarks/attention_shapes.py`, run 36b of 2026-12-04,
+# milliseconds; the path is what `attention_forward`'s race picked):
 #
-# | shape (float16) | reference | cuDNN | ratio |
-# | --- | --- | --- | --- |
-# | B4 H32 S4096 D128 | 661 | 660 | 1.00x |
-# | same, causal | 577 | 575 | 1.00x |
-# | B4 H32 S4096 D64 | 477 | 477 | 1.00x |
-# | B1 H16 S16384 D128 causal | 677 | 613 | 1.10x |
-# | B16 H16 S1024 D128 | 588 | 586 | 1.00x |
-# | B8 H16 S2048 D64 causal | 346 | 368 | 0.94x |
+# | shape (float16) | reference | cuDNN | ratio | path |
+# | --- | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 | 1.650 | 1.660 | 1.006x | Gluon |
+# | same, causal | 0.952 | 0.952 | 1.000x | Gluon |
+# | B4 H32 S4096 D64 | 1.084 | 1.140 | 1.052x | Gluon |
+# | B1 H16 S16384 D128 causal | 1.617 | 1.792 | 1.108x | Gluon |
+# | B16 H16 S1024 D128 | 0.2338 | 0.2328 | 0.996x | Gluon |
+# | B8 H16 S2048 D64 causal | 0.1952 | 0.1861 | 0.954x | flash.py |
 #
 # At head size 64 a score costs half the matmul work it costs at 128 but the same exponential, so
 # the softmax, which the tensor cores cannot take, weighs twice as much. A third consumer
 # warpgroup (192 query rows a program, each warpgroup's softmax beside two others' matmuls) took
-# the third row to 1.06x cuDNN (508 against 480 TFLOP/s, a later run at 1980 MHz). The last row
-# stayed behind: there flash.py beat every Gluon schedule (0.94x against 0.90-0.92x), so
+# the third row from 1.00x to 1.06x cuDNN (508 against 480 TFLOP/s, run g; 1.05x above). The last
+# row stayed behind: there flash.py beat every Gluon schedule (0.94x against 0.90-0.92x), so
 # `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon
 # kernels run only on the GPU they were written for, never in the interpreter, and a learner
 # without a Hopper GPU could not run them.
@@ -1628,14 +1632,17 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # the warps that issue the matmuls never wait on the additions. Triton 3.6's Gluon has no Python
 # function for them, though its compiler has the operation underneath:
 # `tilegym_edu/reference/flash_backward_onepass.py` names it in four lines and builds
-# FlashAttention-3's schedule on it. Both consumer warpgroups put their dS^T in shared memory,
-# then each multiplies all 128 keys' dS by half of K's columns and adds that half of the query
-# block's dq into a float32 buffer, one addition per element per 128 keys; a small kernel turns
-# the buffer into dq at the end. In its first measurement (run 35) the one pass ran 0.92x cuDNN
-# on the first row where the two passes ran 0.86x, and tied them causal. It is not faster
-# everywhere: on the grouped-query row the kernel alone took 3.52 ms where the two passes
-# together took 3.32. So `attention_backward` races the one pass against the two passes for
-# each shape: the last column of the table above says which won.
+# FlashAttention-3's schedule on it. TMA reductions alone are not enough (section 5's Triton one
+# pass tried them too): with one warpgroup this kernel took 9.42 ms on the first row, and with a
+# producer warp and two consumers splitting dq's columns, 5.08. Both consumer warpgroups put
+# their dS^T in shared memory, then each multiplies all 128 keys' dS by half of K's columns and
+# adds that half of the query block's dq into a float32 buffer, one addition per element per 128
+# keys; a small kernel turns the buffer into dq at the end. In its first measurement (run 35) the
+# one pass ran 0.92x cuDNN on the first row where the two passes ran 0.86x, and tied them causal.
+# It is not faster everywhere: where the kernels are short, at head size 64, the two passes ran
+# 1.18x cuDNN causal against the one pass's 0.95x, and 1.05x against 0.87x non-causal (run 35).
+# So `attention_backward` races the one pass against the two passes for each shape: the last
+# column of the table above says which won.
 
 # %% [markdown] id="cell-42"
 # ## What comes next
@@ -1649,7 +1656,7 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # backend (358) and 0.78 of cuDNN's attention (657) (docs/results/h200.md). The rest of the gap is
 # what FlashAttention-3 (Shah et al., 2024) goes after on Hopper: producer and consumer warps that
 # specialise, asynchronous tensor-core instructions, and the softmax of one tile overlapped with the
-# matmuls of the next.
+# matmuls of the next; the optional section above closes it that way, in Gluon.
 #
 # Lesson 05 applies the first idea to **convolution**. The classic way to run a convolution on
 # matrix hardware, *im2col*, copies every input patch into the rows of a large matrix and multiplies

@@ -807,12 +807,12 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # each weight they read. The cell after the check times one step on PyTorch eager,
 # `torch.compile`, your kernels and the course's reference kernels (below), each replayed from a
 # CUDA graph (as serving engines run decoding), at batch 1 and 16 with 2040 tokens in the cache.
-# On an H200 the reference solution's step took 1.24 ms at batch 1, against 1.14 ms eager and 0.51
-# ms compiled, and 0.90 ms at batch 16, against 1.43 and 0.64 (docs/results/h200.md): five times
-# the 0.2 ms floor at batch 1. The matmuls are why: lesson 03's tiles are 128 rows tall, and a
-# decoding step brings one row per sequence, so most of each tile is wasted and a few programs walk
-# the weights for the whole GPU. That is lesson 03's section 7 again: a small output wants its $K$
-# split.
+# On an H200 (2026-12-01) the reference solution's step took 1.24 ms at batch 1, against 1.14 ms
+# eager and 0.51 ms compiled, and 0.90 ms at batch 16, against 1.43 and 0.64
+# (docs/results/h200.md): six times the 0.2 ms floor at batch 1. The matmuls are why: lesson 03's
+# tiles are 128 rows tall, and a decoding step brings one row per sequence, so most of each tile is
+# wasted and a few programs walk the weights for the whole GPU. That is lesson 03's section 7
+# again: a small output wants its $K$ split.
 #
 # The course's reference kernels show how far that goes (`benchmarks/capstone.py`, same H200,
 # `docs/results/h200-2026-12-02-decode.md`). Four changes took their step at batch 1 after 2040
@@ -823,7 +823,11 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # 0.22-0.85 times; **flash decoding**, the keys of the cache split across programs in the same
 # way, so one query per sequence no longer leaves 128 of 132 SMs idle; one rotary call for q and k
 # together; and the residual add fused into the RMSNorm after it. At batch 16 the step took 0.66
-# ms against 0.63. The modules are `tilegym_edu/reference/skinny.py` and `flash_decode.py`.
+# ms against 0.63. The modules are `tilegym_edu/reference/skinny.py` and `flash_decode.py`. A
+# later run (2026-12-04, run 37) measured 1.03 ms at batch 1: by our reading of its log, its
+# tuner had timed the races of those kernels as plain launches on a slow host, so the picks
+# followed Python's time, not the GPU's (lesson 03's `race_as_graphs` now rules that out); the
+# step has not been measured again since.
 
 # %% id="cell-40" nbgrader={"grade": true, "grade_id": "test_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 5: decoding over the KV cache on your kernels gives every position the logits of a full
