@@ -18,11 +18,13 @@ import attention_shapes
 import capstone
 from record import finish, header, options
 
+#: what --parts can pick, in the order they run
+PARTS = ("attention", "prefill", "decode")
+
 
 def main() -> None:
     parser = options(__doc__)
-    parser.add_argument("--parts", nargs="*", default=["attention", "prefill", "decode"],
-                        choices=["attention", "prefill", "decode"])
+    parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS)
     args = parser.parse_args()
     record = header(stamp=True, clock_before=True)
     if "attention" in args.parts:
