@@ -300,23 +300,38 @@ def _dkdv_produce(descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, emp
 
 
 @gluon.jit
-def _ws_loop(first, last, lo, n_blocks, k_tile, v_tile, ring, bars, empty, dk, dv, key_pos,
-             zero_s, qk_scale, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
-             s_layout: gl.constexpr, a_layout: gl.constexpr):
-    """A consumer's stream indices first .. last - 1, each slot released once its matmuls are
-    done."""
+def _ws_block(i, WG: gl.constexpr, k_smem, v_smem, ring, bars, dk, dv, start_m, head, key_pos,
+              zero_s, qk_scale, dq_parts, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+              MASKED: gl.constexpr, s_layout: gl.constexpr, a_layout: gl.constexpr):
+    """dkdv_ws_kernel's step for _consume_keys: _dkdv_block with consumer WG's k and v tiles
+    (it needs neither the group's head nor dq_parts)."""
+    return _dkdv_block(i, k_smem.index(WG), v_smem.index(WG), ring, bars, dk, dv, start_m,
+                       key_pos, zero_s, qk_scale, STAGES, BLOCK_M, MASKED, s_layout, a_layout)
+
+
+@gluon.jit
+def _ws_loop(first, last, WG: gl.constexpr, lo, n_blocks, k_smem, v_smem, ring, bars, empty, dk,
+             dv, key_pos, zero_s, qk_scale, dq_parts, block, STAGES: gl.constexpr,
+             BLOCK_M: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
+             a_layout: gl.constexpr):
+    """A consumer's stream indices first .. last - 1 (the query block i % n_blocks from lo of
+    the group's head i // n_blocks), each through ``block`` and its ring slot released once
+    the block's matmuls are done."""
     for i in range(first, last):
-        dk, dv = _dkdv_block(i, k_tile, v_tile, ring, bars, dk, dv,
-                             lo + (i % n_blocks) * BLOCK_M, key_pos,
-                             zero_s, qk_scale, STAGES, BLOCK_M, MASKED, s_layout, a_layout)
+        dk, dv = block(i, WG, k_smem, v_smem, ring, bars, dk, dv, lo + (i % n_blocks) * BLOCK_M,
+                       i // n_blocks, key_pos, zero_s, qk_scale, dq_parts, STAGES, BLOCK_M,
+                       MASKED, s_layout, a_layout)
         mbarrier.arrive(empty.index(i % STAGES), count=1)
     return dk, dv
 
 
 @gluon.jit
-def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    """Consumer warpgroup WG: keys n0 + WG * 64 .. + 63 against every streamed block."""
+def _consume_keys(shared, dq_parts, block, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """Consumer warpgroup WG of a warp-specialised dk/dv kernel: keys n0 + WG * 64 .. + 63
+    against every streamed query block, each by ``block`` (_ws_block here, the one pass's
+    _onepass_block, which also takes dq_parts); returns (dk, dv), float32, not yet stored, and
+    the first key's position."""
     (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
      n_blocks, group, qk_scale, sm_scale) = shared
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -326,8 +341,6 @@ def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     first_key = n0 + WG * WG_KEYS
     key_pos = first_key + gl.arange(0, WG_KEYS, layout=gl.SliceLayout(1, s_layout))
-    k_tile = k_smem.index(WG)
-    v_tile = v_smem.index(WG)
     dk = gl.zeros([WG_KEYS, HEAD_DIM], gl.float32, layout=acc_layout)
     dv = gl.zeros([WG_KEYS, HEAD_DIM], gl.float32, layout=acc_layout)
     zero_s = gl.zeros([WG_KEYS, BLOCK_M], gl.float32, layout=s_layout)
@@ -335,15 +348,33 @@ def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
     for g in range(group):
         base = g * n_blocks
         if CAUSAL:
-            dk, dv = _ws_loop(base, base + n_masked, lo, n_blocks, k_tile, v_tile, ring, bars,
-                              empty, dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, True,
-                              s_layout, a_layout)
-        dk, dv = _ws_loop(base + n_masked, base + n_blocks, lo, n_blocks, k_tile, v_tile, ring,
-                          bars, empty, dk, dv, key_pos, zero_s, qk_scale, STAGES, BLOCK_M, False,
-                          s_layout, a_layout)
+            dk, dv = _ws_loop(base, base + n_masked, WG, lo, n_blocks, k_smem, v_smem, ring, bars,
+                              empty, dk, dv, key_pos, zero_s, qk_scale, dq_parts, block, STAGES,
+                              BLOCK_M, True, s_layout, a_layout)
+        dk, dv = _ws_loop(base + n_masked, base + n_blocks, WG, lo, n_blocks, k_smem, v_smem,
+                          ring, bars, empty, dk, dv, key_pos, zero_s, qk_scale, dq_parts, block,
+                          STAGES, BLOCK_M, False, s_layout, a_layout)
+    return dk, dv, first_key
+
+
+@gluon.jit
+def _store_keys(dk, dv, first_key, shared, HEAD_DIM: gl.constexpr):
+    """A consumer's dk (times sm_scale) and dv, keys first_key .. + 63, into dk_ptr and dv_ptr
+    (shared as _consume_keys takes it)."""
+    (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
+     n_blocks, group, qk_scale, sm_scale) = shared
     head = row0 * HEAD_DIM
     _store_tile(dk, dk_ptr + head, first_key, sm_scale, WG_KEYS, HEAD_DIM, 4)
     _store_tile(dv, dv_ptr + head, first_key, 1.0, WG_KEYS, HEAD_DIM, 4)
+
+
+@gluon.jit
+def _dkdv_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                  STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """Consumer warpgroup WG: keys n0 + WG * 64 .. + 63 against every streamed block."""
+    dk, dv, first_key = _consume_keys(shared, (), _ws_block, WG, HEAD_DIM, BLOCK_M, STAGES,
+                                      CAUSAL)
+    _store_keys(dk, dv, first_key, shared, HEAD_DIM)
 
 
 @gluon.jit

@@ -42,10 +42,10 @@ from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
-from tilegym_edu.reference.flash_backward_hopper import (WG_KEYS, _alloc_ring, _dkdv_issue,
-                                                         _dkdv_produce, _lse_descriptor,
-                                                         _query_range, _store_tile,
-                                                         backward_fits)
+from tilegym_edu.reference.flash_backward_hopper import (WG_KEYS, _alloc_ring, _consume_keys,
+                                                         _dkdv_issue, _dkdv_produce,
+                                                         _lse_descriptor, _query_range,
+                                                         _store_keys, backward_fits)
 from tilegym_edu.reference.flash_hopper import rows_descriptor
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
 
@@ -73,16 +73,20 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 
 
 @gluon.jit
-def _onepass_block(i, WG: gl.constexpr, k_smem, v_smem, ring, bars, dk, dv, start_m, q_row,
-                   key_pos, zero_s, zero_q, qk_scale, ds_smem, ds_ready, ds_free, dq_smem,
-                   dq_desc, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, MASKED: gl.constexpr,
-                   s_layout: gl.constexpr, a_layout: gl.constexpr):
-    """flash_backward_hopper._dkdv_issue for consumer WG's 64 keys against the i-th streamed
-    query block (queries start_m .., accumulator rows q_row ..), then dq's share of all 128
-    keys: once both consumers' dS^T are in ds_smem (ds_ready), dS (BLOCK_M x 128) times K's
-    columns WG * HEAD_DIM / 2 .. into dq_smem, reduce-added at (q_row, WG * HEAD_DIM / 2).
-    ds_free holds the next block's dS^T stores until both consumers' dq matmuls have read
-    ds_smem."""
+def _onepass_block(i, WG: gl.constexpr, k_smem, v_smem, ring, bars, dk, dv, start_m, head,
+                   key_pos, zero_s, qk_scale, dq_parts, STAGES: gl.constexpr,
+                   BLOCK_M: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
+                   a_layout: gl.constexpr):
+    """The one pass's step for flash_backward_hopper._consume_keys: _dkdv_issue for consumer
+    WG's 64 keys against the i-th streamed query block (queries start_m .. of the group's
+    head ``head``), then dq's share of all 128 keys: once both consumers' dS^T are in ds_smem
+    (ds_ready), dS (BLOCK_M x 128) times K's columns WG * HEAD_DIM / 2 .. into dq_smem,
+    reduce-added at (q_row, WG * HEAD_DIM / 2). ds_free holds the next
+    block's dS^T stores until both consumers' dq matmuls have read ds_smem. dq_parts =
+    (q_row0, seq, zero_q, ds_smem, ds_ready, ds_free, dq_smem, dq_desc), as _onepass_consume
+    makes it."""
+    q_row0, seq, zero_q, ds_smem, ds_ready, ds_free, dq_smem, dq_desc = dq_parts
+    q_row = q_row0 + head * seq + start_m  # the block's first row of dq_desc
     HALF: gl.constexpr = k_smem.shape[2] // 2
     dk, dv, p_op, ds_op, ds = _dkdv_issue(i, k_smem.index(WG), v_smem.index(WG), ring, bars, dk,
                                           dv, start_m, key_pos, zero_s, qk_scale, STAGES,
@@ -109,64 +113,24 @@ def _onepass_block(i, WG: gl.constexpr, k_smem, v_smem, ring, bars, dk, dv, star
 
 
 @gluon.jit
-def _onepass_loop(first, last, WG: gl.constexpr, lo, n_blocks, q_row0, seq, k_smem, v_smem,
-                  ring, bars, empty, dk, dv, key_pos, zero_s, zero_q, qk_scale, ds_smem,
-                  ds_ready, ds_free, dq_smem, dq_desc, STAGES: gl.constexpr,
-                  BLOCK_M: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
-                  a_layout: gl.constexpr):
-    """A consumer's stream indices first .. last - 1 (the query block i % n_blocks from lo of
-    the group's head i // n_blocks), each ring slot released once its matmuls are done."""
-    for i in range(first, last):
-        start_m = lo + (i % n_blocks) * BLOCK_M
-        dk, dv = _onepass_block(i, WG, k_smem, v_smem, ring, bars, dk, dv, start_m,
-                                q_row0 + (i // n_blocks) * seq + start_m, key_pos, zero_s,
-                                zero_q, qk_scale, ds_smem, ds_ready, ds_free, dq_smem, dq_desc,
-                                STAGES, BLOCK_M, MASKED, s_layout, a_layout)
-        mbarrier.arrive(empty.index(i % STAGES), count=1)
-    return dk, dv
-
-
-@gluon.jit
-def _onepass_consume(shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                     STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+def _onepass_consume(shared, dq_shared, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                     BLOCK_M: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     """Consumer warpgroup WG: keys n0 + WG * 64 .. + 63 against every streamed block, and half
-    of dq's columns for all 128 keys; dk and dv stored at the end."""
-    (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
-     n_blocks, group, q_row0, seq, qk_scale, sm_scale, ds_smem, ds_ready, ds_free, dq_smem_0,
-     dq_smem_1, dq_desc) = shared
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    of dq's columns for all 128 keys; dk and dv stored at the end, once the last reduce-add
+    has read its staging tile."""
+    q_row0, seq, ds_smem, ds_ready, ds_free, dq_smem_0, dq_smem_1, dq_desc = dq_shared
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM // 2, 16])
-    first_key = n0 + WG * WG_KEYS
-    key_pos = first_key + gl.arange(0, WG_KEYS, layout=gl.SliceLayout(1, s_layout))
     if WG == 0:
         dq_smem = dq_smem_0
     else:
         dq_smem = dq_smem_1
-    dk = gl.zeros([WG_KEYS, HEAD_DIM], gl.float32, layout=acc_layout)
-    dv = gl.zeros([WG_KEYS, HEAD_DIM], gl.float32, layout=acc_layout)
-    zero_s = gl.zeros([WG_KEYS, BLOCK_M], gl.float32, layout=s_layout)
     zero_q = gl.zeros([BLOCK_M, HEAD_DIM // 2], gl.float32, layout=dq_layout)
-    mbarrier.wait(kv_bar, 0)
-    for g in range(group):
-        base = g * n_blocks
-        if CAUSAL:
-            dk, dv = _onepass_loop(base, base + n_masked, WG, lo, n_blocks, q_row0, seq, k_smem,
-                                   v_smem, ring, bars, empty, dk, dv, key_pos, zero_s, zero_q,
-                                   qk_scale, ds_smem, ds_ready, ds_free, dq_smem, dq_desc,
-                                   STAGES, BLOCK_M, True, s_layout, a_layout)
-        dk, dv = _onepass_loop(base + n_masked, base + n_blocks, WG, lo, n_blocks, q_row0, seq,
-                               k_smem, v_smem, ring, bars, empty, dk, dv, key_pos, zero_s,
-                               zero_q, qk_scale, ds_smem, ds_ready, ds_free, dq_smem, dq_desc,
-                               STAGES, BLOCK_M, False, s_layout, a_layout)
+    dk, dv, first_key = _consume_keys(
+        shared, (q_row0, seq, zero_q, ds_smem, ds_ready, ds_free, dq_smem, dq_desc),
+        _onepass_block, WG, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)
     tma.store_wait(0)
-    head = row0 * HEAD_DIM
-    _store_tile(dk, dk_ptr + head, first_key, sm_scale, WG_KEYS, HEAD_DIM, 4)
-    _store_tile(dv, dv_ptr + head, first_key, 1.0, WG_KEYS, HEAD_DIM, 4)
+    _store_keys(dk, dv, first_key, shared, HEAD_DIM)
 
 
 @gluon.jit
@@ -208,12 +172,12 @@ def onepass_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_des
 
     lo, n_masked, n_blocks = _query_range(n0, seq, CONSUMERS * WG_KEYS, BLOCK_M, CAUSAL)
     shared = (ring, bars, k_smem, v_smem, kv_bar, empty, dk_ptr, dv_ptr, row0, n0, lo, n_masked,
-              n_blocks, group, q_row0, seq, qk_scale, sm_scale, ds_smem, ds_ready, ds_free,
-              dq_smem_0, dq_smem_1, dq_desc)
+              n_blocks, group, qk_scale, sm_scale)
+    dq_shared = (q_row0, seq, ds_smem, ds_ready, ds_free, dq_smem_0, dq_smem_1, dq_desc)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     gl.warp_specialize([
-        (_onepass_consume, (shared, 0, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
-        (_onepass_consume, (shared, 1, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
+        (_onepass_consume, (shared, dq_shared, 0, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
+        (_onepass_consume, (shared, dq_shared, 1, HEAD_DIM, BLOCK_M, STAGES, CAUSAL)),
         (_dkdv_produce, (descs, k_desc, v_desc, ring, bars, k_smem, v_smem, kv_bar, empty, row0,
                          n0, lo, n_blocks, group * n_blocks, q_row0, seq, BLOCK_M, STAGES,
                          CONSUMERS)),
