@@ -109,8 +109,9 @@ print("reference:", tuple(matmul_reference(a, b).shape))
 # **How it runs.** The GPU hands whole blocks to its *streaming multiprocessors* (SMs; an H200 has
 # 132), several blocks per SM at a time, in no order you can rely on. A block stays on its SM until
 # it finishes, so its threads can share fast on-chip memory and wait for each other; threads of
-# different blocks cannot. Inside an SM, threads run in **warps** of 32 consecutive threads that
-# issue each instruction together.
+# different blocks cannot (Hopper's thread-block clusters, not used here, are the exception).
+# Inside an SM, threads run in **warps** of 32 consecutive threads that issue each instruction
+# together.
 #
 # **Global memory** is the GPU's DRAM (HBM on data-centre GPUs). Every thread can read and write all
 # of it, and it is where PyTorch's tensors live, but a load from it takes hundreds of clock cycles
@@ -119,9 +120,9 @@ print("reference:", tuple(matmul_reference(a, b).shape))
 # merges the requests into a few wide transactions (*coalescing*); when they load 32 scattered
 # addresses it cannot.
 #
-# **A naive matmul: one thread per output element.** We launch 16 × 16 blocks (256 threads) on a
-# grid of $\lceil N/16 \rceil \times \lceil M/16 \rceil$ blocks, x across the columns of $C$ and y
-# down its rows. Thread `(threadIdx.x, threadIdx.y)` of block `(blockIdx.x, blockIdx.y)` owns
+# **A naive matmul: one thread per output element.** We launch blocks of 16 × 16 threads (256 each)
+# on a grid of $\lceil N/16 \rceil \times \lceil M/16 \rceil$ blocks, x across the columns of $C$
+# and y down its rows. Thread `(threadIdx.x, threadIdx.y)` of block `(blockIdx.x, blockIdx.y)` owns
 #
 # $$\text{col} = \text{blockIdx.x} \cdot \text{blockDim.x} + \text{threadIdx.x}, \qquad
 #   \text{row} = \text{blockIdx.y} \cdot \text{blockDim.y} + \text{threadIdx.y}$$
@@ -231,7 +232,9 @@ def build_naive_matmul_cuda(body: str):
 #
 # The test compiles your kernel and checks it on non-square shapes that are not multiples of 16 (and
 # on shapes it does not show you) against the float64 reference, to a relative error of $10^{-5}$.
-# Without a GPU the test says *needs GPU* and scores 0: there is nothing to run CUDA C on.
+# A failing check names the case, the seed, the relative error and the first wrong element; a body
+# that does not compile fails with nvcc's error messages. Without a GPU the test says *needs GPU*
+# and scores 0: there is nothing to run CUDA C on.
 #
 # The first build takes tens of seconds: it compiles PyTorch's headers too. If a build is
 # interrupted (you restart the kernel while it compiles), the next one can wait forever for a lock
@@ -315,7 +318,7 @@ grading.assert_correct(kernel, matmul_reference, make_matmul_inputs, hidden_case
 #   that has nothing else to do: the block does the work of one CUDA thread. On an H200 this version
 #   ran at 0.048 TFLOP/s (fp16, 1024³), while the naive CUDA C kernel of section 1, one *thread* per
 #   output element, ran at 5.3 to 5.5 TFLOP/s (fp32, at 1000 × 777 × 513 and at 4096³; 0.10x
-#   cuBLAS): about 100 times faster (docs/results/h200.md).
+#   cuBLAS): about 100 times faster (docs/results/h200.md, 2026-11-29).
 # * **In the interpreter**, cost goes by operations executed, not by elements, so one step per
 #   element is ruinous: a 64³ product took 268 s on two CPU cores.
 #
@@ -325,9 +328,9 @@ grading.assert_correct(kernel, matmul_reference, make_matmul_inputs, hidden_case
 # $\lceil K / \texttt{BLOCK\_K} \rceil$ steps. It is still *naive*: every output is computed on its
 # own, and no element loaded by one program is reused by another, so it moves exactly as many bytes
 # as the scalar version. On an H200 it ran at 0.24 TFLOP/s at 1024³, in fp16 and fp32 alike
-# (docs/results/h200.md): five times the scalar version, and still roughly twenty times slower than
-# the CUDA kernel. It is still one output element per block of threads, against 256 per block in the
-# CUDA kernel: section 5 shows what that costs on your GPU.
+# (docs/results/h200.md, 2026-11-29): five times the scalar version, and still roughly twenty times
+# slower than the CUDA kernel. Each block of threads still computes one output element, against 256
+# per block in the CUDA kernel: section 5 shows what that costs on your GPU.
 #
 # ## Exercise 2 (4 points): the naive matmul in Triton
 #
@@ -398,10 +401,11 @@ grading.assert_correct(naive_matmul, matmul_reference, make_matmul_inputs, hidde
 # **What the problem costs.** $2MNK$ FLOPs. The fewest bytes it must move through global memory are
 # one read of each input and one write of the output: $(MK + KN + MN)\,e$ for elements of $e$ bytes.
 # Their ratio, the problem's *arithmetic intensity*, grows with the matrices: for $M = N = K = n$ it
-# is $2n^3 / (3n^2 e) = 2n / (3e)$ FLOP per byte. A GPU is *compute-bound* at intensities above its
-# *ridge point* (peak FLOP/s divided by bandwidth, lesson 00). Below, the cell prints both for this
-# lesson's size: a large matmul sits far to the right of the ridge, so a good kernel is limited by
-# arithmetic, not by memory.
+# is $2n^3 / (3n^2 e) = 2n / (3e)$ FLOP per byte. A problem is *compute-bound* on a GPU when its
+# intensity is above the GPU's *ridge point* (peak FLOP/s divided by bandwidth: where lesson 00's
+# two roofs meet). The cell below prints both for this lesson's size. On an H200 at 1024³ the
+# intensity is 12 times the ridge point in fp32 and 1.7 times in fp16: a matmul this large is
+# compute-bound, so a good kernel is limited by arithmetic, not by memory.
 
 # %% id="cell-18" tags=["demo"]
 M = N = K = device.size(gpu=1024, cpu=12)
@@ -417,12 +421,12 @@ for dtype, peak in ((torch.float32, spec.fp32_tflops), (torch.float16, spec.fp16
 
 # %% [markdown] id="cell-19"
 # **What the kernel achieves.** Now time the naive Triton kernel against `torch.matmul`, which calls
-# cuBLAS on an NVIDIA GPU (with TF32 off, PyTorch's default, so fp32 means full fp32), at the size
-# above in fp32 and fp16. `bench.compare` interleaves the runs, flushes the L2 cache before each one
-# and reports medians. TFLOP/s come from the $2MNK$ FLOPs; GB/s from the fewest bytes, so that
-# kernels are compared on the same work. On the roofline the points sit at the problem's intensity;
-# in interpreter mode the times are the CPU interpreter's and the points are drawn hollow at the
-# roof.
+# cuBLAS on an NVIDIA GPU (with TF32, a faster fp32 mode of lower precision, off: PyTorch's default,
+# so fp32 means full fp32), at the size above in fp32 and fp16. `bench.compare` interleaves the
+# runs, flushes the L2 cache before each one and reports medians. TFLOP/s come from the $2MNK$
+# FLOPs; GB/s from the fewest bytes, so that kernels are compared on the same work. On the roofline
+# the points sit at the problem's intensity; in interpreter mode the times are the CPU
+# interpreter's and the points are drawn hollow at the roof.
 
 # %% id="cell-20" tags=["demo"]
 a32, b32 = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": torch.float32},
@@ -470,10 +474,11 @@ print(f"a, b and c together hold {(5 * 100 + 100 * 7 + 5 * 7) * 4:,} bytes")
 #
 # Write `naive_traffic(M, N, K, element_size)`: the bytes the naive kernel loads and the bytes it
 # stores, over the whole grid, for inputs and output of `element_size` bytes per element, as
-# `count_traffic` counts them. Think per program first (what does program $(m, n)$ load, and does
-# `BLOCK_K` change it?), then multiply by the number of programs. The test checks your formula on
-# the shapes in the cell and on shapes it does not show you, against `count_traffic` of the course's
-# reference kernel.
+# `count_traffic` counts them, returned as a tuple of two ints `(loaded, stored)`. Think per program
+# first (what does program $(m, n)$ load, and does `BLOCK_K` change it?), then multiply by the
+# number of programs. The test checks your formula on the shapes in the cell and on shapes it does
+# not show you, against `count_traffic` of the course's reference kernel; a failure prints your
+# tuple next to the expected one.
 
 # %% id="cell-24" nbgrader={"grade": false, "grade_id": "naive_traffic_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def naive_traffic(M: int, N: int, K: int, element_size: int) -> tuple[int, int]:
@@ -507,8 +512,8 @@ print("naive_traffic matches the counted traffic")
 # %% [markdown] id="cell-26"
 # **What the algorithm needs against what the naive kernel asks for.** Your formula against the
 # fewest bytes, $(MK + KN + MN)\,e$, at a few sizes in fp32. The ratio says how many times, on
-# average, the naive kernel fetches each byte the problem needs: about $n$ for square $n \times n$
-# matrices.
+# average, the naive kernel fetches each byte the problem needs: about $2n/3$ for square
+# $n \times n$ matrices (each input element $n$ times, each output element once).
 
 # %% id="cell-27" tags=["demo"]
 print(f"{'M x N x K':>18}  {'naive kernel (bytes)':>22}  {'at least (bytes)':>18}  {'ratio':>7}")
@@ -527,12 +532,12 @@ print(f"\nrequested traffic at 1024^3 fp32: {intensity:.3f} FLOP per byte; "
 # At 1024³ in fp32 the naive kernel asks for about 680 times the bytes the problem needs: two
 # elements for every multiply-add (two FLOPs), an intensity of $1/e$ FLOP per byte. If all of them
 # came from DRAM, the roofline would cap it at $0.25 \times 4{,}800$ GB/s $= 1.2$ TFLOP/s on an
-# H200's datasheet. Yet on an H200 the naive CUDA C kernel ran at 5.3 to 5.5 TFLOP/s
-# (docs/results/h200.md). That is not a measurement error: neighbouring threads ask for the same
-# elements at nearly the same time (the 16 threads of a block row share an element of $A$ per step,
-# the 16 of a block column an element of $B$), and the L1 and L2 caches serve those repeats without
-# going to DRAM. The caches do some of the reuse the kernel never organised, as far as they happen
-# to hold the data. Lesson 02 organises it: that ratio is what it attacks.
+# H200's datasheet. Yet on an H200 the naive CUDA C kernel ran at 5.06 TFLOP/s at this size
+# (docs/results/h200.md, 2026-11-29). That is not a measurement error: neighbouring threads ask for
+# the same elements at nearly the same time (the 16 threads of a block row share an element of $A$
+# per step, the 16 of a block column an element of $B$), and the L1 and L2 caches serve those
+# repeats without going to DRAM. The caches do some of the reuse the kernel never organised, as
+# far as they happen to hold the data. Lesson 02 organises it: that ratio is what it attacks.
 #
 # ## 5. Compare: naive Triton, naive CUDA C and cuBLAS
 #
@@ -573,4 +578,5 @@ roofline.plot_roofline(results);
 # `BLOCK_M`, so the bytes requested fall by those factors, the arithmetic moves onto the tensor
 # cores with `tl.dot`, and a *grouped* launch order makes programs that run together share tiles in
 # L2. On an H200 the course's tiled kernel was 627 times faster than this lesson's naive Triton
-# kernel at 1024³ in fp16, and reached 0.79x cuBLAS at 4096³ (docs/results/h200.md).
+# kernel at 1024³ in fp16, and reached 0.79x cuBLAS at 4096³ (benchmarks/matmul.py, 2026-11-29;
+# docs/results/h200.md).

@@ -14,11 +14,12 @@
 #
 # 1. **Direct**: the loop nest as a Triton kernel, one multiply-add at a time, on the CUDA cores.
 # 2. **im2col + GEMM**: copy every input patch into a row of a big matrix $A$ and multiply it by the
-#    filters with one cuBLAS call. Fast arithmetic, but $A$ is up to $R \cdot S$ times the size of
-#    the input, written to memory and read back.
+#    filters with one cuBLAS call (a GEMM, general matrix multiply). Fast arithmetic, but $A$ is up
+#    to $R \cdot S$ times the size of the input, written to memory and read back.
 # 3. **Implicit GEMM** in Triton: lesson 02's tiled matmul, where each tile of $A$ is *gathered from
 #    the input as it is needed* and never written anywhere. On an H200 the course's reference kernel
-#    written this way ran at 0.68 to 0.98 of cuDNN's speed on five ResNet layers.
+#    written this way ran at 0.69 to 0.97 of the speed of cuDNN (NVIDIA's library behind
+#    `F.conv2d`) on five ResNet layers.
 #
 # Along the way: why the **memory layout** of the input (channels first, NCHW, or channels last,
 # NHWC) decides how fast a convolution can run, and what stride, padding and dilation do to the
@@ -304,21 +305,24 @@ for name in GRADED_LAYERS:
         flops=layer_flops(layer), bytes=layer_min_bytes(layer)), baseline="cuDNN NCHW")
 
 # %% [markdown] id="cell-11"
-# On an H200 (PyTorch 2.11, Triton 3.6, fp16), cuDNN ran these layers at these rates, in TFLOP/s;
-# the last column is the course's reference implicit-GEMM kernel of section 5, tuned, as a fraction
-# of cuDNN on channels_last:
+# On an H200 (PyTorch 2.11, Triton 3.6, cuDNN 9.19, fp16), `benchmarks/convolution.py` measured
+# cuDNN at these rates on the five ResNet layers, in TFLOP/s; the last column is the course's
+# reference implicit-GEMM kernel of section 5, tuned, and its fraction of cuDNN on channels_last
+# (`docs/results/h200-2026-12-01-convolution.json`):
 #
 # | layer | cuDNN NCHW | cuDNN channels_last | reference implicit GEMM |
 # | --- | ---: | ---: | ---: |
-# | N32 C64 56x56 K64 3x3 | 137 | 259 | 253 (0.98x) |
-# | N32 C256 14x14 K256 3x3 | 206 | 339 | 263 (0.78x) |
-# | N64 C128 28x28 K128 3x3 | 255 | 464 | 360 (0.78x) |
-# | N32 C64 56x56 K256 1x1 | 63 | 150 | 101 (0.68x) |
-# | N32 C128 28x28 K128 3x3 stride 2 | 70 | 143 | 130 (0.91x) |
+# | N32 C64 56x56 K64 3x3 | 135 | 256 | 248 (0.97x) |
+# | N32 C256 14x14 K256 3x3 | 206 | 340 | 264 (0.78x) |
+# | N64 C128 28x28 K128 3x3 | 255 | 458 | 358 (0.78x) |
+# | N32 C64 56x56 K256 1x1 | 150 | 146 | 100 (0.69x) |
+# | N32 C128 28x28 K128 3x3 stride 2 | 69 | 139 | 109 (0.78x) |
 #
-# Channels last was 1.6 to 2.4 times faster for the same library on the same values (on the 1x1
-# layer cuDNN's choice varied between runs: another run the same day measured the two layouts level,
-# 150 and 148 TFLOP/s). So that the
+# (The stride-2 layer kept the default configuration: it ran in 17 µs, and the tuner leaves
+# problems under 20 µs alone.) On the 3x3 layers channels last was 1.6 to 2.0 times faster for the
+# same library on the same values. On the 1x1 layer cuDNN's choice varies between runs: here the two
+# layouts were level, but a run on 2026-11-30 measured NCHW at 63 TFLOP/s against 150 for
+# channels_last (`docs/results/h200-2026-11-30-convolution-variants-first.json`). So that the
 # comparison is fair, **every comparison with cuDNN in this lesson uses cuDNN's best layout,
 # channels_last**. Your own GPU's figures come out of the cells above and at the end of the lesson.
 #
@@ -476,12 +480,13 @@ check_im2col_source("2x3, stride 2, padding 1, dilation (2, 1)", (1, 3, 9, 7), (
 
 # %% [markdown] id="cell-20"
 # **What $A$ costs.** $A$ has $N \cdot P \cdot Q$ rows of $R \cdot S \cdot C$ elements, against the
-# input's $N \cdot H \cdot W \cdot C$: about $R \cdot S / (\sigma_h \sigma_w)$ times the input (a
-# little less, since the windows stop at the edges). The cell below builds $A$ for real, at batch 1
-# (it grows in proportion to $N$), for the lesson's layers and a few more stages of ResNet-50: its
-# 7x7 stride-2 stem, its last 3x3 layer, and a 1x1 stride-2 "downsample" shortcut. It prints the
-# bytes `im2col` returned against the input's, plots the ratio next to $R \cdot S / (\sigma_h
-# \sigma_w)$, and checks `im2col_conv2d` against `F.conv2d`.
+# input's $N \cdot H \cdot W \cdot C$: about $R \cdot S / (\sigma_h \sigma_w)$ times the input
+# (exactly that for every layer below; less for a layer without enough padding, whose windows stop
+# short of the edges). The cell below builds $A$ for real, at batch 1 (it grows in proportion to
+# $N$), for the lesson's layers and a few more stages of ResNet-50: its 7x7 stride-2 stem, its last
+# 3x3 layer, and a 1x1 stride-2 "downsample" shortcut. It prints the bytes `im2col` returned
+# against the input's, plots the ratio next to $R \cdot S / (\sigma_h \sigma_w)$, and checks
+# `im2col_conv2d` against `F.conv2d`.
 
 # %% id="cell-21" tags=["demo"]
 MEMORY_LAYERS = {**{name: dict(layer, N=1) for name, layer in RESNET_LAYERS.items()},
@@ -690,11 +695,13 @@ print(f"im2col + GEMM: writes A ({a_bytes:,}) and reads it back, then writes y (
 # The kernel's signature and docstring are given; the grader calls only `conv2d`, so you may
 # organise the kernel your own way. It checks (2a) stride 1 with 1x1 and 3x3 filters, padding 0 and
 # 1, odd image sizes, channel counts that are not multiples of any block (3, 5, 20 in; 6, 18 out),
-# batches of 1 and 2, fp16 and fp32, and that `y` is channels_last; (2b) strides 2, (2, 1) and (1,
-# 2), padding (1, 0) and 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores, counted in
-# the interpreter; (2d, 2e) on a GPU, your speed on the three 3x3 ResNet layers against im2col +
-# cuBLAS and against cuDNN. During grading PyTorch may only allocate, view and copy: `F.conv2d`, a
-# matmul, `F.pad`, or the reference's `conv2d` fail every exercise that calls yours.
+# batches of 1 and 2, fp16 and fp32, that `y` is channels_last, and that an NCHW `x` or a `w` with
+# the wrong number of channels raises a `ValueError`; (2b) strides 2, (2, 1) and (1, 2), padding
+# (1, 0) and 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores, counted in the
+# interpreter; (2d, 2e) on a GPU, your speed on the three 3x3 ResNet layers against im2col + cuBLAS
+# and against cuDNN. During grading PyTorch may only allocate, view and copy: a `conv2d` that calls
+# `F.conv2d`, a matmul, `F.pad` or the reference's `conv2d` fails, with a `LibraryShortcut`, every
+# exercise that calls it.
 
 # %% id="cell-29" nbgrader={"grade": false, "grade_id": "conv2d_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/convolution.py conv2d_kernel solution
@@ -824,7 +831,10 @@ grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, s
 # be counted. The check below runs your `conv2d` on a small ResNet-like layer (batch 1, 16 channels
 # in and out, 8x8, 3x3, padding 1, fp16) under `traffic.count_traffic`. An implicit GEMM stores $y$,
 # once, and nothing else: its stored bytes must equal $y$'s exactly, where the unfolded matrix alone
-# would be 9 times the input. The output of the counted run must be right, too.
+# would be 9 times the input. The output of the counted run must be right, too. A message "stored
+# ... bytes, but the output holds ..." means your code writes something besides $y$ (an unfolded
+# matrix, partial sums) or writes some elements twice, e.g. rows past $M$ or columns past $K$ that
+# the store does not mask.
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_never_materialises", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), and y is
@@ -867,7 +877,8 @@ check_traffic({"N": 2, "C": 12, "HW": (7, 9), "K": 10, "RS": (3, 3), "stride": 2
 # - **2d, against im2col + cuBLAS** (`im2col_conv2d`, version 2): at least the threshold printed
 #   (2.0).
 # - **2e, against cuDNN** (`F.conv2d` on the same channels_last tensors): at least the threshold
-#   printed (0.5). On an H200 the reference reached 0.98, 0.78 and 0.78 of cuDNN on these layers.
+#   printed (0.5). On an H200 the reference reached 0.97, 0.78 and 0.78 of cuDNN on these layers
+#   (section 2's table).
 #
 # If you fall short: is `x` read in NHWC order, `BLOCK_K` channels per row, so the loads coalesce?
 # Is the K loop one `tl.range` the compiler can pipeline? Did `autotune` run at level 1?
@@ -997,13 +1008,13 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 # - **A stem**, a network's first layer, reads the image: $C = 3$. Each step of 16 or more channels
 #   does 3 of useful work, and ResNet-50's 7x7 stem takes 49 such steps: at most 3/16 of the
 #   tensor cores' work is useful. On an H200, at batch 32 in fp16, this lesson's `conv2d`, tuned,
-#   ran the stem at 0.10 of cuDNN's speed (0.872 ms against 0.090). The fix is to **pack** the
+#   ran the stem at 0.10 of cuDNN's speed (0.867 ms against 0.086). The fix is to **pack** the
 #   reduction: one index $t = (r \cdot S + s) \cdot C + c$ over all $R \cdot S \cdot C = 147$
 #   products, cut into `BLOCK_K` steps (5 of 32), each gathering the input elements its indices
 #   name. In NHWC memory, with dilation 1, the $S \cdot C = 21$ elements of one filter row $r$ are
 #   adjacent, so the gathers are mostly contiguous, and the filters' channels_last rows are exactly
-#   $t$ in order. The course's packed kernel ran the same stem at 0.58 of cuDNN at its default
-#   configuration and 0.62 tuned (`docs/results/h200-2026-12-01-conv-groups.json`).
+#   $t$ in order. The course's packed kernel ran the same stem at 0.56 of cuDNN at its default
+#   configuration and 0.59 tuned (`docs/results/h200-2026-12-02-conv-groups-graphs.json`).
 # - **Grouped convolution** (`groups=G`, ResNeXt): output channel $k$ reads only the $C / G$ input
 #   channels of its group $g = k \div (K / G)$, and `w` is $(K, C / G, R, S)$. It is $G$ separate
 #   GEMMs, each reducing over $R \cdot S \cdot C / G$ (36 for ResNeXt-50 32x4d's 3x3 layers: few
@@ -1019,7 +1030,8 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 #   but this layer does 36 multiply-adds per output, far too few to be bound by the tensor cores:
 #   what it pays for is bytes, and the block loads them in full runs. On an H200, at batch 32 in
 #   fp16, ResNeXt-50's N32 C128 56x56 3x3 layer ran at 0.13 of cuDNN's speed with one GEMM per
-#   group and at 0.64 with blocks of 8 groups, both at the default configuration.
+#   group (`docs/results/h200-2026-12-01-conv-groups.json`) and at 0.76 with blocks of 8 groups
+#   (the stem's record above), both at the default configuration.
 # - **Depthwise convolution** ($G = C$, MobileNet): each output channel reads one input channel.
 #   There is no matrix product left: $y[n, k, p, q] = \sum_{r,s} x[n, k \div M, h, w] \cdot w[k, 0,
 #   r, s]$, with $M = K / C$ outputs per input channel (1 or more). A 3x3 depthwise layer does 9
@@ -1039,9 +1051,9 @@ roofline.plot_roofline([m for m in focus if "NCHW" not in m.name],
 # groups=C)`. Check the inputs with `check_conv_inputs(x, w, stride, padding, dilation, groups=C)`,
 # and raise a `ValueError` for a `w` whose second dimension is not 1. Launch one program per
 # `BLOCK_M` output pixels (`program_id(0)`) and `BLOCK_C` output channels (`program_id(1)`), with
-# `DEPTHWISE_DEFAULT` (imported) as the configuration. The grader checks 3x3 and 5x3 filters,
+# `DEPTHWISE_DEFAULT` (imported) as the configuration. The grader checks 1x1, 3x3 and 5x3 filters,
 # strides, padding and dilation, one and three outputs per channel, channel counts that are not
-# multiples of any block, fp16 and fp32.
+# multiples of any block, fp16 and fp32, and that a `w` of 2 channels raises the `ValueError`.
 #
 # ## Exercise 4 (3 points): the packed implicit GEMM, for stems and groups
 #
@@ -1253,11 +1265,13 @@ grading.assert_correct(packed_conv2d, groups_reference, make_groups_inputs, hidd
 
 # %% [markdown] id="cell-50"
 # On a GPU, the next two cells time your kernels at their default configurations against cuDNN
-# (`F.conv2d` on the same channels_last inputs), on the layers above, at batch 32 in fp16: your
-# `depthwise_conv2d` on MobileNetV2's depthwise layers, where bytes per second are what count,
-# and your `packed_conv2d` on ResNet-50's stem and on a ResNeXt layer of 32 groups of 4 channels.
-# Each cell grades the slowest of its layers. The course's `benchmarks/conv_groups.py` tunes the
-# reference kernels and runs more layers.
+# (`F.conv2d` on the same channels_last inputs), on the layers defined above
+# (`DEPTHWISE_LAYERS`, `PACKED_LAYERS`), at batch 32 in fp16: your `depthwise_conv2d` on
+# MobileNetV2's depthwise layers, where bytes per second are what count, and your `packed_conv2d`
+# on ResNet-50's stem and on a ResNeXt layer of 32 groups of 4 channels. Each cell grades the
+# slowest of its layers against the threshold it prints (0.4 of cuDNN's speed for 3b, 0.3 for 4b);
+# on an H200 the reference measured 0.58 (the 56x56 depthwise layer) and 0.56 (the stem). The
+# course's `benchmarks/conv_groups.py` tunes the reference kernels and runs more layers.
 
 # %% id="cell-51" nbgrader={"grade": true, "grade_id": "test_depthwise_vs_cudnn", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 3b: depthwise_conv2d reaches a good fraction of cuDNN's speed on MobileNetV2's depthwise
@@ -1282,24 +1296,26 @@ assert_groups_speed(packed_conv2d, groups_reference, make_groups_inputs, PACKED_
 # keeps the matmul and drops the intermediate: the same move FlashAttention made with the attention
 # scores in lesson 04, **compute what the next stage needs where it needs it, instead of writing it
 # to memory**. The layout made the difference too: NHWC turns each tap's channels into one
-# contiguous run, so a tile of the virtual matrix loads like a tile of a real one. Run through this
-# notebook on an H200, at N32 C64 56x56 K64 3x3, the direct kernel reached 4 TFLOP/s, im2col +
-# cuBLAS 33, the reference implicit GEMM 250 and cuDNN 257; on the 1x1 layer, where there is nothing
-# to unfold, im2col + cuBLAS and the implicit GEMM were level (103 and 100). Over the five ResNet
-# layers the reference reached 0.68 to 0.98 of cuDNN's speed. A variant that loaded the input
-# through TMA tensor descriptors (for stride-1 "same" convolutions the rows a tap needs are one
-# contiguous block of $x$ viewed as an $(N \cdot H \cdot W, C)$ matrix, with the rows that fall off
-# an edge zeroed after the load) was slower, at 0.49 to 0.76 of cuDNN on the 3x3 layers, and
-# persistent variants did not help either. Your own GPU's figures are in the comparison above.
+# contiguous run, so a tile of the virtual matrix loads like a tile of a real one. In the run of
+# section 2's table on an H200, at N32 C64 56x56 K64 3x3, the direct kernel reached 4 TFLOP/s,
+# im2col + cuBLAS 32, the reference implicit GEMM 248 and cuDNN 256; on the 1x1 layer, where there
+# is nothing to unfold, im2col + cuBLAS and the implicit GEMM were level (101 and 100). Over the
+# five ResNet layers the reference reached 0.69 to 0.97 of cuDNN's speed. A variant that loaded the
+# input through TMA tensor descriptors (for stride-1 "same" convolutions the rows a tap needs are
+# one contiguous block of $x$ viewed as an $(N \cdot H \cdot W, C)$ matrix, with the rows that fall
+# off an edge zeroed after the load) was slower, at 0.49 to 0.76 of cuDNN on the 3x3 layers
+# (`docs/results/h200-2026-11-30-convolution-variants-grid.json`), and persistent variants did not
+# help either. Your own GPU's figures are in the comparison above.
 #
 # What did pass cuDNN was the same idea with nothing left to the compiler. In Gluon, Triton's
 # lower-level language, `tilegym_edu/reference/conv_hopper.py` fetches each filter tap's input as
 # one TMA box of $x$ (a few images x rows x columns x 64 channels, the padding the hardware's zero
 # fill) and hands that box, where it landed in shared memory, to the tensor cores as the tile of
 # $A$: it reshapes the buffer's description, not the data, which Triton's `reshape` could not do
-# without a trip through registers. On the H200 it ran ResNet-50's 3x3 layers at 0.89 to 1.14 of
-# cuDNN's speed and the strided ones at 0.94 to 1.05, where this lesson's kernel managed 0.59 to
-# 0.95 (`docs/results/h200-2026-12-03-conv-shapes.md`). The price is Python: building its three
+# without a trip through registers. On the H200 it ran ResNet-50's 3x3 layers at 0.87 to 1.15 of
+# cuDNN's speed and the strided ones at 0.96 to 1.04, where this lesson's kernel managed 0.59 to
+# 0.95 (the course's shape suite, each kernel timed on its own:
+# `docs/results/h200-2026-12-04-conv-shapes-run-24.json`). The price is Python: building its three
 # tensor descriptors takes the host about 0.1 ms a launch, longer than the layer takes the GPU, so
 # it pays only where the network runs as a CUDA graph.
 #
@@ -1308,19 +1324,21 @@ assert_groups_speed(packed_conv2d, groups_reference, make_groups_inputs, PACKED_
 # 5x5 layer 25 times. `tilegym_edu/reference/conv_halo.py` loads, per channel block, the input
 # rows that every tap along one axis reads at once (the tile's rows plus the $R - 1$ rows of its
 # halo) and gives each tap a view of that buffer shifted by whole rows, again without moving data.
-# On the H200 it took the 5x5 layer of the course's shape suite from 0.80 to 1.28 of cuDNN's speed,
-# N64 C64 56x56 3x3 from 0.92 to 1.04 and a 7x7 layer to 1.39; `shape_conv2d` races the two Gluon
-# kernels per layer (`docs/results/h200-2026-12-04-conv-shapes-run-17.md`).
+# In the same run it took the suite's 5x5 layer from 0.81 (the first Gluon kernel) to 1.28 of
+# cuDNN's speed, N64 C64 56x56 3x3 from 0.92 to 1.04 and a 7x7 layer to 1.40; `shape_conv2d` races
+# the two Gluon kernels per layer (`docs/results/h200-2026-12-04-conv-shapes-run-24.md`).
 #
 # Depthwise layers are won on bytes too. Exercise 3's kernel loads each input pixel once for
 # each of the up to nine taps that read it, and the output rows above and below belong to other
 # programs, so the SMs read the input from L2 several times over: at MobileNetV2's 56x56 layer it
-# ran at 0.68 of cuDNN's speed on the H200. `depthwise_rows_kernel` in
+# ran at 0.58 of cuDNN's speed on the H200 at its default configuration (Exercise 3b's cell) and
+# 0.68 tuned (`docs/results/h200-2026-12-02-conv-shapes.md`). `depthwise_rows_kernel` in
 # `tilegym_edu/reference/conv_groups.py` gives a program a run of output rows instead; it walks the
 # input rows they need top to bottom, loads each once, one row ahead of the one it adds, and adds
-# it to every output row that reads it. The tuner races the two kernels per layer: the rows kernel
-# took the 56x56 layer to 0.87 of cuDNN and the 7x7 one to 1.12, and the tiles kernel kept the
-# 14x14 layer (1.09).
+# it to every output row that reads it. The tuner races the two kernels per layer; in the suite's
+# run above the rows kernel won all four of MobileNetV2's depthwise layers, the 56x56 one at 0.99
+# of cuDNN's speed, 14x14 at 1.22 and 7x7 at 1.12
+# (`docs/results/h200-2026-12-04-conv-shapes-run-24.md`).
 #
 # This is the last lesson of the kernels track. **Lesson 06, the capstone**, puts the kernels of the
 # track into a Llama-style language model.

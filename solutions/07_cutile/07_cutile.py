@@ -9,7 +9,7 @@
 # second tile language for the same GPUs. TileGym, the project this course is named after, writes
 # its kernels in cuTile first. It moves the line between what you write and what the compiler
 # decides: you write tiles, and never a pointer or a mask; the compiler picks the threads, the
-# shared-memory staging, the tensor memory accelerator and the pipeline depth.
+# shared-memory staging, whether to use the tensor memory accelerator (TMA) and the pipeline depth.
 #
 # This lesson writes four kernels you already wrote in Triton again in cuTile, and measures, on
 # your GPU, what each language gives:
@@ -38,8 +38,9 @@
 # of compute capability 8.x to 12.x, with a driver of r580 or later, and with `cuda-tile` and its
 # compiler toolchain installed (`make cutile` installs them; `tilegym-edu doctor` checks them).
 # Without those, the lesson still opens and reads: the kernels below are defined but not compiled,
-# every cell that would run one says what it needs, Exercises 1 and 5 are graded anyway, and the
-# other exercises are marked *needs GPU*.
+# every cell that would run one says what it needs, and Exercises 1 and 5 are graded anyway. The
+# other exercises are marked *needs GPU* on a machine without one; on a GPU without a working
+# cuTile they are marked *failed*, with a reason that says what is missing and names `make cutile`.
 #
 # **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 07_cutile` (or
 # `make grade LESSON=07_cutile`), which grades a copy of this notebook and never changes it.
@@ -51,7 +52,8 @@
 # `cuda.tile` is installed, `ct` is that module and `cutile_kernel` is `ct.kernel`; where it is not,
 # `ct` is a stand-in that says what to install, and `cutile_kernel` keeps your function as it is,
 # so every cell of the lesson can still run. `ConstInt` and `ConstBool` mark compile-time
-# parameters (more below); `launch` is `ct.launch` on PyTorch's current stream. The course's cuTile
+# parameters (more below); `launch(device, grid, kernel, args)` is `ct.launch` (section 1) on that
+# device's current PyTorch stream, the one the course's timer measures. The course's cuTile
 # module lends you its input checks and default tiles for your wrappers, and lessons 03 and 04's
 # Triton kernels are the baselines.
 
@@ -195,14 +197,15 @@ print("tile arithmetic correct")
 # %% [markdown] id="cell-06"
 # ## 2. A fused elementwise kernel: `silu(a) * b`
 #
-# Here is lesson 00's kernel in cuTile. Read it against your Triton version: no offsets, no mask,
-# no `n_elements` argument (the array knows its length), and the dtype conversions are methods of
-# the tile (`.astype`). cuTile has no `sigmoid`, so silu is written out as $x / (1 + e^{-x})$. The
-# last tile runs past the end of the arrays: its loads read undetermined padding, which is
-# harmless because the store drops those elements before they reach memory.
+# Lesson 00's kernel is the first you write in cuTile. Next to your Triton version it has no
+# offsets, no mask and no `n_elements` argument (the array knows its length), and the dtype
+# conversions are methods of the tile (`.astype`). cuTile has no `sigmoid`, so silu is written out
+# as $x / (1 + e^{-x})$, with `ct.exp`. The last tile runs past the end of the arrays: its loads
+# read undetermined padding, which is harmless because the store drops those elements before they
+# reach memory.
 #
-# The wrapper flattens the tensors (a kernel over 1-D arrays serves every shape), launches one
-# block per tile on PyTorch's current stream, and returns the output.
+# Its wrapper flattens the tensors (a kernel over 1-D arrays serves every shape), launches one
+# block per tile with `launch`, and returns the output.
 #
 # ## Exercise 2 (3 points, needs a GPU with cuTile): `silu_mul` in cuTile
 #
@@ -296,18 +299,20 @@ grading.assert_bandwidth_fraction(silu_mul, input_sets, silu_mul_reference, torc
 # undetermined padding, they would add whatever the padding holds: zero padding is the K mask.
 #
 # Also gone are `num_warps` and `num_stages`: the compiler decides how many threads run a block,
-# how the tiles are staged in shared memory, whether to load them with the tensor memory
-# accelerator (TMA: when the strides allow it, so rows of any length still work), and how deep to
-# pipeline the loop. What you choose is the tiles and a few kernel options, and they matter more
-# than Triton would lead you to expect. On an H200 (cuda-tile 1.7.0, 2026-12-02) this kernel ran a
-# 4096³ float16 product at 690 TFLOP/s on 128 × 128 × 64 tiles (0.90x cuBLAS) and at 45 TFLOP/s on
+# how the tiles are staged in shared memory, whether to load them with TMA (only when the strides
+# allow it, so rows of any length still work), and how deep to pipeline the loop. What you choose
+# is the tiles and a few kernel options, and they matter more than Triton would lead you to
+# expect. On an H200 (cuda-tile 1.7.0, 2026-12-02) this kernel, with no kernel options, ran a 4096³
+# float16 product at 690 TFLOP/s on 128 × 128 × 64 tiles (0.90x cuBLAS) and at 45 TFLOP/s on
 # 128 × 256 × 64, the tiles Triton's tuner picks for the same product: a 128 × 256 float32
-# accumulator needs more registers than the compiler's default of four worker warps holds. The
-# options go in the decorator. `@cutile_kernel(num_worker_warps=8)` gives such tiles two warp
-# groups, and they then ran level with 128 × 128; `@cutile_kernel(occupancy=2)`, two blocks per
-# SM, took 128 × 128 × 64 from 0.92x to 0.95x cuBLAS at 4096³ and from 0.98x to 1.00x at 8192³
-# (interleaved, in one process). The reference below uses the second, with `MATMUL_DEFAULT`'s tiles;
-# the course's `benchmarks/cutile_hints.py` times the rest.
+# accumulator needs more registers than the compiler's default of four worker warps a block (one
+# warpgroup) holds. The options go in the decorator. `@cutile_kernel(num_worker_warps=8)` gives
+# such tiles two warpgroups, and they then ran level with 128 × 128; `@cutile_kernel(occupancy=2)`,
+# two blocks per SM, took 128 × 128 × 64 from 0.92x to 0.95x cuBLAS at 4096³ and from 0.98x to
+# 1.00x at 8192³ (interleaved, in one process, while the power limit held the clock at 1575 and
+# 1410 MHz; at 1980 MHz the 4096³ product then ran at 718 TFLOP/s, 0.94x). The exercise's kernel
+# comes decorated with the second, and `MATMUL_DEFAULT` holds 128 × 128 × 64 tiles; the course's
+# `benchmarks/cutile_hints.py` times the rest.
 #
 # ## Exercise 3 (4 points, needs a GPU with cuTile): the tiled matmul in cuTile
 #
@@ -315,7 +320,9 @@ grading.assert_bandwidth_fraction(silu_mul, input_sets, silu_mul_reference, torc
 # CUDA tensors, both float16 or both bfloat16, any sizes; return (M, N) in their dtype,
 # accumulated in float32. `config` overrides `MATMUL_DEFAULT` (`TILE_M`, `TILE_N`, `TILE_K`,
 # `GROUP_M`); `tile_options(config, MATMUL_DEFAULT)` merges and checks it, and
-# `check_matmul_inputs(a, b)` checks the inputs.
+# `check_matmul_inputs(a, b)` checks the inputs. Besides `ct.load` and `ct.mma`, the kernel needs
+# `ct.cdiv` (tile counts, from `a.shape` and `b.shape`), `ct.zeros` with `dtype=ct.float32` for
+# the accumulator, and `.astype(c.dtype)` before the store.
 
 # %% id="cell-14" nbgrader={"grade": false, "grade_id": "matmul_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/cutile_kernels.py matmul_kernel solution
@@ -505,7 +512,7 @@ for measured in triton_persistent:
 # keeping the online softmax's running maximum `m_i`, sum `l_i` and output `acc` on chip. In cuTile
 # the arrays are 4-D, `(batch, heads, seq, head_dim)`, and the tiles are too: the queries are tile
 # `(batch, head, block_m, 0)` of shape `(1, 1, TILE_M, HEAD_DIM)`, reshaped to
-# `(TILE_M, HEAD_DIM)`. Three things are worth reading closely in the kernel below.
+# `(TILE_M, HEAD_DIM)`. Three things set the kernel you write in Exercise 6 apart from lesson 04's.
 #
 # - **The transposed key tile.** `q @ kᵀ` needs k's tile as `(HEAD_DIM, TILE_N)`. Lesson 04
 #   loaded it as `(TILE_N, HEAD_DIM)` and multiplied by `tl.trans(k)`; cuTile's
@@ -522,7 +529,8 @@ for measured in triton_persistent:
 # 4096 positions, head size 128 at 575 TFLOP/s, 0.92x cuDNN and 1.24x the course's Triton forward.
 # The same kernel on 128 × 128 tiles ran at 301. `ATTENTION_DEFAULT` is 64 × 128.
 #
-# Exercise 5 is the arithmetic of those two bounds, in plain Python.
+# Exercise 5 is the arithmetic of the last two, where the masks start and where a causal tile
+# stops, in plain Python.
 #
 # ## Exercise 5 (2 points): the key tiles of a query tile
 #
@@ -599,7 +607,10 @@ print("key tiles correct")
 # q's shape and dtype. `config` overrides `ATTENTION_DEFAULT` (`TILE_M` queries and `TILE_N` keys
 # per tile). As in lesson 04, the softmax runs in base 2: pass `qk_scale = LOG2E / √head_dim` and
 # use `ct.exp2`. The grid is (query tiles, batch × heads). A parameter annotated `float` is a
-# runtime scalar, not a constant. `check_attention_inputs(q, k, v)` checks the inputs.
+# runtime scalar, not a constant. `check_attention_inputs(q, k, v)` checks the inputs. Besides
+# `ct.mma` and `ct.where`, the kernel needs `ct.arange` and `ct.full` (row, column and mask tiles),
+# `ct.max` and `ct.sum` (with `axis=-1, keepdims=True`), `ct.maximum`, and a tile's `.reshape`;
+# `t[:, None]` adds an axis, as in NumPy.
 #
 # `@cutile_kernel(occupancy=2)` asks the compiler for two blocks per SM, as cuTile's own attention
 # sample does.
@@ -702,10 +713,11 @@ grading.assert_ratio(cudnn.median_ms / yours.median_ms,
 # vendor library on the same inputs, timed interleaved (GB/s for the memory-bound `silu_mul`,
 # TFLOP/s for the rest), and all of them on one roofline. Then, per kernel, the lines of code of
 # the course's Triton and cuTile kernels (docstrings, comments and blank lines left out) and the
-# time of a first call in bfloat16, which nothing before it ran, less a second call: compilation,
-# mostly. Triton's autotuned kernels are left out there (their first call tunes as well), and
-# Triton keeps compiled kernels on disk (`~/.triton/cache`), so its first call may find one there
-# and show less than a compile. Every number below is measured on your GPU. What an H200
+# time of a first call in bfloat16 less a second call: compilation, mostly. Triton's attention is
+# left out there (its first call tunes as well), and so is its persistent matmul. A first call may
+# show less than a compile: Triton keeps compiled kernels on disk (`~/.triton/cache`), cuTile too
+# (where `CUDA_TILE_CACHE_DIR` says), and cuTile may reuse a kernel the checks above compiled in
+# bfloat16 with the same constants. Every number below is measured on your GPU. What an H200
 # measured, with every tile shape tried, is in the course's
 # `docs/results/h200-2026-12-02-cutile.md`.
 
@@ -808,10 +820,10 @@ else:
 # `tl.constexpr` became `ct.Constant`, the persistent kernel lost its tensor descriptors and its
 # 16-byte rule, and the attention kernel's two hand-written loops became one that the compiler
 # splits. What you gave up is control: there is no `num_warps` and no `num_stages` to set, only
-# tiles, latency hints and a few kernel options (blocks per SM, worker warps, CTAs per cluster), so
-# when the compiler's choice is wrong there are fewer levers. Whether it is wrong on your GPU is
-# what the tables above measured: read them kernel by kernel, since the answer need not be the
-# same for a memory-bound kernel, a matmul and an attention.
+# tiles, latency hints and a few kernel options (blocks per SM, worker warps, blocks launched
+# together as a cluster), so when the compiler's choice is wrong there are fewer levers. Whether
+# it is wrong on your GPU is what the tables above measured: read them kernel by kernel, since the
+# answer need not be the same for a memory-bound kernel, a matmul and an attention.
 #
 # This is the last lesson of the course. From here, TileGym's own kernels
 # (`src/tilegym/ops/cutile/`) are written the way this lesson wrote them, and the course's tools
