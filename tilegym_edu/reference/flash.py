@@ -118,6 +118,60 @@ def flash_blocks(acc, l_i, m_i, q, k_src, v_src, kv_row, stride_kn, stride_vn, q
 
 
 @triton.jit
+def query_block(q_ptr, start_m, bkv, H, GROUP, seq_q, stride_qb, stride_qh, stride_qs,
+                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Query block start_m of (batch, key/value head) bkv = b * (H // GROUP) + kv_head. Its
+    BLOCK_M rows are the (query, head) pairs of the GROUP query heads that share the key/value
+    head, query-major: row r is query r // GROUP of head kv_head * GROUP + r % GROUP. Returns
+    (q, b, kv_head, query, head, offs_d, row_ok, io_mask): q (BLOCK_M, BLOCK_D) loaded, zeros
+    in rows past seq_q * GROUP and columns past HEAD_DIM; query and head (BLOCK_M,) each
+    row's; offs_d the head columns; row_ok and io_mask the rows and elements that exist."""
+    kv_heads = H // GROUP
+    b = bkv // kv_heads
+    kv_head = bkv % kv_heads
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    query = rows // GROUP
+    head = kv_head * GROUP + rows % GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = rows < seq_q * GROUP
+    io_mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(q_ptr + b * stride_qb + head[:, None] * stride_qh + query[:, None] * stride_qs
+                + offs_d[None, :], mask=io_mask, other=0.0)
+    return q, b, kv_head, query, head, offs_d, row_ok, io_mask
+
+
+@triton.jit
+def key_bounds(start_m, shift, seq_q, seq_k, GROUP, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """(end, unmasked_end) for query block start_m (query_block's rows; query i at key
+    position i + shift): it sees keys [0, end), and the key blocks from unmasked_end on need a
+    mask (past the last whole block of keys, or, if CAUSAL, from the block holding the first
+    query's diagonal)."""
+    if CAUSAL:
+        first = start_m * BLOCK_M // GROUP + shift  # the block's first and last positions
+        last = tl.minimum(((start_m + 1) * BLOCK_M - 1) // GROUP, seq_q - 1) + shift
+        end = tl.minimum(last + 1, seq_k)
+        unmasked_end = tl.minimum(first // BLOCK_N * BLOCK_N, seq_k // BLOCK_N * BLOCK_N)
+    else:
+        end = seq_k
+        unmasked_end = seq_k // BLOCK_N * BLOCK_N
+    return end, unmasked_end
+
+
+@triton.jit
+def store_rows(o_ptr, lse_ptr, acc, l_i, m_i, b, head, query, H, seq_q, stride_ob, stride_oh,
+               stride_os, offs_d, row_ok, io_mask):
+    """Finish query_block's rows from their running state (flash_blocks'): o = acc / l_i in
+    o's dtype (acc (BLOCK_M, BLOCK_D) float32, unnormalised) and lse = m_i + log2(l_i) (the
+    running maximum and sum, in log2 units) into lse (batch, H, seq_q); the elements that
+    exist."""
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh + query[:, None] * stride_os
+             + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=io_mask)
+    tl.store(lse_ptr + (b * H + head) * seq_q + query, m_i + tl.math.log2(l_i), mask=row_ok)
+
+
+@triton.jit
 def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
@@ -126,10 +180,9 @@ def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
                          BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                          KV_DESCRIPTORS: tl.constexpr, LONGEST_FIRST: tl.constexpr = False):
     """o and lse for BLOCK_M rows of one (batch, key/value head): query block i of
-    b * (H // GROUP) + kv_head, a 1-D grid. The rows are the (query, head) pairs of the GROUP
-    query heads that share the key/value head, query-major: row r is query r // GROUP of head
-    kv_head * GROUP + r % GROUP, so each key/value block loaded serves the whole group (a
-    decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
+    b * (H // GROUP) + kv_head, a 1-D grid. The rows are query_block's, the (query, head)
+    pairs of the GROUP query heads that share the key/value head, so each key/value block
+    loaded serves the whole group (a decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
     two. Query i sits at position i + seq_k - seq_q among the keys; causal attention stops at
     the block's last diagonal and masks only the key blocks that cross the diagonal. lse
     (batch, H, seq_q) is m + log2(l), in log2 units. k_src and v_src are k and v, or
@@ -145,33 +198,18 @@ def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
     else:  # a head's query blocks one after another: its keys stay in L2 while they run
         start_m = tl.program_id(0) % n_m
         bkv = tl.program_id(0) // n_m
-    kv_heads = H // GROUP
-    b = bkv // kv_heads
-    kv_head = bkv % kv_heads
-    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    query = rows // GROUP
-    head = kv_head * GROUP + rows % GROUP
+    q, b, kv_head, query, head, offs_d, row_ok, io_mask = query_block(
+        q_ptr, start_m, bkv, H, GROUP, seq_q, stride_qb, stride_qh, stride_qs, HEAD_DIM, BLOCK_D,
+        BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
     shift = seq_k - seq_q
-    row_ok = rows < seq_q * GROUP
-    io_mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_ptr + b * stride_qb + head[:, None] * stride_qh + query[:, None] * stride_qs
-                + offs_d[None, :], mask=io_mask, other=0.0)
     if not KV_DESCRIPTORS:
         k_src += b * stride_kb + kv_head * stride_kh
         v_src += b * stride_vb + kv_head * stride_vh
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
-    if CAUSAL:
-        first = start_m * BLOCK_M // GROUP + shift  # the block's first and last positions
-        last = tl.minimum(((start_m + 1) * BLOCK_M - 1) // GROUP, seq_q - 1) + shift
-        end = tl.minimum(last + 1, seq_k)
-        unmasked_end = tl.minimum(first // BLOCK_N * BLOCK_N, seq_k // BLOCK_N * BLOCK_N)
-    else:
-        end = seq_k
-        unmasked_end = seq_k // BLOCK_N * BLOCK_N
+    end, unmasked_end = key_bounds(start_m, shift, seq_q, seq_k, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
     acc, l_i, m_i = flash_blocks(acc, l_i, m_i, q, k_src, v_src, bkv * seq_k, stride_ks,
                                  stride_vs, query + shift, offs_n, offs_d, 0, unmasked_end,
                                  seq_k, qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL,
@@ -180,10 +218,8 @@ def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
                                  stride_vs, query + shift, offs_n, offs_d, unmasked_end, end,
                                  seq_k, qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL,
                                  KV_DESCRIPTORS)
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh + query[:, None] * stride_os
-             + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=io_mask)
-    tl.store(lse_ptr + (b * H + head) * seq_q + query, m_i + tl.math.log2(l_i), mask=row_ok)
+    store_rows(o_ptr, lse_ptr, acc, l_i, m_i, b, head, query, H, seq_q, stride_ob, stride_oh,
+               stride_os, offs_d, row_ok, io_mask)
 
 
 def check_flash_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -320,4 +356,7 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 forbidden_in_graded_calls(flash_blocks)
+forbidden_in_graded_calls(query_block)
+forbidden_in_graded_calls(key_bounds)
+forbidden_in_graded_calls(store_rows)
 forbidden_in_graded_calls(flash_forward_kernel)

@@ -30,7 +30,8 @@ import triton.language as tl
 from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.counters import arrival_counters
-from tilegym_edu.reference.flash import block_d, check_flash_inputs, flash_blocks, flash_prune
+from tilegym_edu.reference.flash import (block_d, check_flash_inputs, flash_blocks, flash_prune,
+                                         key_bounds, query_block, store_rows)
 from tilegym_edu.tune import Config, SearchSpace, TuneResult, autotune, configs_from_rows
 
 
@@ -50,29 +51,14 @@ def flash_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, part_o_ptr, part_ls
     start_m = tl.program_id(0)
     bkv = tl.program_id(1)
     split = tl.program_id(2)
-    kv_heads = H // GROUP
-    b = bkv // kv_heads
-    kv_head = bkv % kv_heads
-    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    query = rows // GROUP
-    head = kv_head * GROUP + rows % GROUP
+    q, b, kv_head, query, head, offs_d, row_ok, io_mask = query_block(
+        q_ptr, start_m, bkv, H, GROUP, seq_q, stride_qb, stride_qh, stride_qs, HEAD_DIM, BLOCK_D,
+        BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
     shift = seq_k - seq_q
-    row_ok = rows < seq_q * GROUP
-    io_mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_ptr + b * stride_qb + head[:, None] * stride_qh + query[:, None] * stride_qs
-                + offs_d[None, :], mask=io_mask, other=0.0)
     k_src = k_ptr + b * stride_kb + kv_head * stride_kh
     v_src = v_ptr + b * stride_vb + kv_head * stride_vh
-    if CAUSAL:
-        first = start_m * BLOCK_M // GROUP + shift
-        last = tl.minimum(((start_m + 1) * BLOCK_M - 1) // GROUP, seq_q - 1) + shift
-        end = tl.minimum(last + 1, seq_k)
-        unmasked_end = tl.minimum(first // BLOCK_N * BLOCK_N, seq_k // BLOCK_N * BLOCK_N)
-    else:
-        end = seq_k
-        unmasked_end = seq_k // BLOCK_N * BLOCK_N
+    end, unmasked_end = key_bounds(start_m, shift, seq_q, seq_k, GROUP, BLOCK_M, BLOCK_N, CAUSAL)
     lo = split * KEYS_PER_SPLIT
     hi = tl.minimum(lo + KEYS_PER_SPLIT, end)
     mid = tl.maximum(tl.minimum(hi, unmasked_end), lo)
@@ -90,10 +76,8 @@ def flash_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, part_o_ptr, part_ls
     # nothing to the merge
     seen = l_i > 0
     if SPLITS == 1:
-        tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh + query[:, None] * stride_os
-                 + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
-                 mask=io_mask)
-        tl.store(lse_ptr + (b * H + head) * seq_q + query, m_i + tl.math.log2(l_i), mask=row_ok)
+        store_rows(o_ptr, lse_ptr, acc, l_i, m_i, b, head, query, H, seq_q, stride_ob,
+                   stride_oh, stride_os, offs_d, row_ok, io_mask)
     else:
         block = bkv * tl.num_programs(0) + start_m
         blocks = tl.num_programs(0) * tl.num_programs(1)
@@ -120,11 +104,8 @@ def flash_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, part_o_ptr, part_ls
                 total = total * alpha[:, None] + o_s * beta[:, None]
                 weight = weight * alpha + beta
                 m = m_new
-            tl.store(o_ptr + b * stride_ob + head[:, None] * stride_oh
-                     + query[:, None] * stride_os + offs_d[None, :],
-                     (total / weight[:, None]).to(o_ptr.dtype.element_ty), mask=io_mask)
-            tl.store(lse_ptr + (b * H + head) * seq_q + query, m + tl.math.log2(weight),
-                     mask=row_ok)
+            store_rows(o_ptr, lse_ptr, total, weight, m, b, head, query, H, seq_q, stride_ob,
+                       stride_oh, stride_os, offs_d, row_ok, io_mask)
             tl.atomic_xchg(count_ptr + block, 0, sem="relaxed", scope="gpu")
 
 
