@@ -182,9 +182,10 @@ def flash_forward_kernel(q_ptr, k_src, v_src, o_ptr, lse_ptr,
     """o and lse for BLOCK_M rows of one (batch, key/value head): query block i of
     b * (H // GROUP) + kv_head, a 1-D grid. The rows are query_block's, the (query, head)
     pairs of the GROUP query heads that share the key/value head, so each key/value block
-    loaded serves the whole group (a decode step's GROUP queries fill one block). BLOCK_D is HEAD_DIM rounded up to a power of
-    two. Query i sits at position i + seq_k - seq_q among the keys; causal attention stops at
-    the block's last diagonal and masks only the key blocks that cross the diagonal. lse
+    loaded serves the whole group (a decode step's GROUP queries fill one block). BLOCK_D is
+    HEAD_DIM rounded up to a power of two. Query i sits at position i + seq_k - seq_q among
+    the keys; causal attention stops at the block's last diagonal and masks only the key
+    blocks that cross the diagonal. lse
     (batch, H, seq_q) is m + log2(l), in log2 units. k_src and v_src are k and v, or
     (KV_DESCRIPTORS) tensor descriptors over their (batch * kv_heads * seq_k, head_dim) rows
     (kv_descriptors makes them). LONGEST_FIRST (a configuration may set it) launches the
