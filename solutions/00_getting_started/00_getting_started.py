@@ -9,19 +9,24 @@
 # 1. **Triton's program model**: how one kernel launch is split into *programs*, each working on a
 #    *block* of data, and why the last block needs a *mask*.
 # 2. **Honest timing**: GPU work is asynchronous, the first call compiles, and caches flatter
-#    repeated runs. Each of these can make a measurement wrong by orders of magnitude.
+#    repeated runs. Each of these can make a measurement wrong, the first two by orders of
+#    magnitude.
 # 3. **The roofline**: the two ceilings (memory bandwidth and arithmetic rate) that bound every
 #    kernel, measured on *your* GPU.
 #
-# You finish by writing a fused elementwise kernel (`silu_mul`, the activation of Llama's MLP) that
-# is graded for correctness on awkward sizes and, on a GPU, for speed against a plain memory copy.
+# You finish by writing a fused elementwise kernel (one kernel doing the work of two: `silu_mul`,
+# the activation of Llama's MLP) that is graded for correctness on awkward sizes and, on a GPU, for
+# speed against a plain memory copy.
 #
-# **Grading.** Cells marked *Exercise* are graded by `tilegym-edu grade 00_getting_started`
-# (or `make grade`), which grades a copy of this notebook and never changes it. Cells tagged
-# `demo` (the timings, sweeps and plots that show what a kernel does; JupyterLab shows a cell's
-# tags in its property inspector) run when you run the notebook, but grading skips them:
-# nothing graded depends on them, and skipping them keeps a grade to seconds, not minutes.
-# `tilegym-edu grade 00_getting_started --exercise test_bytes` grades one exercise alone.
+# **Grading.** Each *Exercise* has a cell for your code (it raises `NotImplementedError` until you
+# write it) and a locked test cell after it. `tilegym-edu grade 00_getting_started` (or
+# `make grade`) runs the test cells on a copy of this notebook, never changing it, and prints each
+# exercise's points and, where it lost them, why. It grades the file on disk: save first.
+# Cells tagged `demo` (the timings, sweeps and plots that show what a kernel does; JupyterLab
+# shows a cell's tags in its property inspector) run when you run the notebook, but grading skips
+# them: nothing graded depends on them, and skipping them keeps a grade to seconds, not minutes.
+# `tilegym-edu grade 00_getting_started --exercise test_bytes` grades one exercise alone (the id of
+# its test cell, as the grade table shows it: `test_bytes` is Exercise 2).
 
 # %% [markdown] id="cell-01"
 # ## Setup
@@ -55,6 +60,10 @@ DEVICE = device.DEVICE
 # consecutive elements. Inside a program, `tl.arange(0, BLOCK_SIZE)` is a whole vector of offsets:
 # one `tl.load` reads a block, not one number. The compiler spreads that block over the GPU's
 # threads for you (in CUDA you would index single threads yourself; lesson 01 shows that).
+# `BLOCK_SIZE` is a `tl.constexpr`, a compile-time constant: Triton compiles a version of the
+# kernel for each value it is given (`tl.arange` needs a power of two). At the launch,
+# `add_kernel[grid](x, y, out, ...)`, each tensor arrives in the kernel as a pointer to its first
+# element, so `x_ptr + offsets` is a block of addresses.
 #
 # The grid has `cdiv(n, BLOCK_SIZE)` programs, so when `n` is not a multiple of the block the
 # last program reaches past the end of the arrays. The **mask** `offsets < n` switches those lanes
@@ -98,11 +107,19 @@ print(f"{triton.cdiv(n, 1024)} programs; relative error vs PyTorch:",
 # **Pitfall 1: no synchronization.** A kernel launch returns as soon as the work is *queued*; the
 # GPU runs it later. A host clock around the launch alone measures the launch, not the kernel.
 # `device.synchronize()` waits for the GPU (in interpreter mode it does nothing: there, a kernel
-# has finished when its launch returns, so both numbers below are the same kind of time).
+# has finished when its launch returns, so the last two numbers below are the same kind of time).
 #
-# **Pitfall 2: no warm-up.** The first call of a Triton kernel with new argument types compiles it,
-# which takes far longer than running it. We give the kernel a fresh `BLOCK_SIZE` so that its first
-# call below really compiles.
+# **Pitfall 2: no warm-up.** The first call of a Triton kernel compiles it, and so does the first
+# call with new argument dtypes or a new `tl.constexpr` value (and a few properties of the other
+# arguments, such as whether an integer is a multiple of 16). Compiling takes far longer than
+# running. We give the kernel a fresh `BLOCK_SIZE` so that its first call below really compiles.
+# (Triton also keeps compiled kernels on disk, in `~/.triton/cache`: when you run this notebook
+# again later, that first call loads the kernel instead of compiling it, and takes less time.)
+#
+# On the H200 of docs/results/h200.md (2026-11-29) the three lines read 76.0, 0.199 and 0.236 ms:
+# the compile took as long as some 300 synchronized runs. This kernel's GPU work (about 0.1 ms,
+# section 4) is shorter than its launch, so here the unsynchronized number is only a little low;
+# for a kernel that runs far longer than its launch, it misses nearly all of the kernel.
 
 # %% id="cell-08" tags=["demo"]
 N = device.size(gpu=2**25, cpu=20_000)
@@ -134,13 +151,25 @@ print(f"launch + synchronize:           {synchronized_ms:9.3f} ms")
 # **Pitfall 3: a warm cache.** A GPU keeps recently used data in its L2 cache (60 MiB on an H200).
 # Time the same small kernel over and over and its inputs stay in L2, so you measure the cache,
 # not memory. `bench` flushes L2 before every run (it zeroes a buffer twice the L2 size); pass
-# `flush_l2=False` to see the difference on an input that fits in L2.
+# `flush_l2=False` to see the difference on an input that fits in L2. On the H200 of
+# docs/results/h200.md (2026-11-29) the warm runs took 0.00502 ms against 0.00774 ms flushed:
+# 1.54x "faster" from the cache alone.
 #
-# `bench.compare` does everything else the course's timing rules ask for: warm-up, CUDA events
-# around each run, a CUDA graph for any function whose call (launch and synchronize included)
-# takes under 0.1 ms, so that Python's launch is not what gets timed, candidates interleaved run by
-# run, the median with its 20th-80th percentile spread, and the SM clock it saw. In interpreter
-# mode it times the CPU interpreter and says so.
+# `bench.compare` times several functions (`bench.bench` one) the way the course's timing rules
+# ask:
+# - warm-up calls first, so compilation stays out;
+# - *CUDA events* (timestamps the GPU records in its own queue of work) around each run;
+# - a *CUDA graph* (GPU work recorded once, then replayed with a single launch) for any function
+#   whose call, launch and synchronize included, takes under 0.1 ms, so that Python's launch is
+#   not what gets timed;
+# - candidates *interleaved*, one run of each, round after round, so that a change of clock or
+#   temperature hits all of them alike;
+# - the *median* run with its 20th-80th percentile spread: a few runs slowed by something else
+#   do not move it;
+# - the SM clock it saw, read and never set (the streaming multiprocessors, SMs, run the
+#   programs: an H200 has 132; their clock drops under heat or a power limit, and times rise).
+#
+# In interpreter mode it times the CPU interpreter and says so.
 
 # %% id="cell-10" tags=["demo"]
 n_small = device.size(gpu=2**20, cpu=4096)             # 3 x 4 MiB on a GPU: fits in L2
@@ -156,11 +185,16 @@ bench.print_table([cold, warm], baseline="L2 flushed")
 #
 # Two numbers bound every kernel: how fast the GPU moves bytes between memory and the chip, and how
 # fast it does arithmetic. The datasheet gives both; what your GPU really does, through PyTorch,
-# today, is a little lower. `tilegym_edu.ceilings.measure_ceilings()` measures a large
-# device-to-device copy (bytes read plus bytes written) and `torch.matmul` (cuBLAS) per dtype, once
-# per GPU, driver and torch version, and caches the result: only the first call pays for
-# the measurement.
-# Without a GPU this cell shows the datasheet of the GPU the roofline below is drawn for.
+# today, is lower: on the H200 of docs/results/h200.md (2026-11-29) a copy moved 4,207 GB/s
+# against the datasheet's 4,800, and float16 `torch.matmul` ran at 663 TFLOP/s against 989.5.
+# `tilegym_edu.ceilings.measure_ceilings()` measures a large device-to-device copy (GPU memory to
+# GPU memory: *device* is CUDA's word for the GPU; bytes read plus bytes written) and
+# `torch.matmul` (cuBLAS, NVIDIA's matrix library) per dtype, once per GPU, driver and torch
+# version, and caches the result: only the first call pays for the measurement.
+# The datasheet's FP16 figure is for the *tensor cores*, the units built for matrix products;
+# *dense* means without the 2:4 sparsity NVIDIA's datasheets often quote, which doubles it.
+# Without a GPU (or on one the course's table does not know) this cell shows an H200's datasheet,
+# the GPU the roofline below is then drawn for.
 
 # %% id="cell-12" tags=["demo"]
 if device.ON_GPU:
@@ -177,13 +211,18 @@ print(f"source: {spec.source}")
 # %% [markdown] id="cell-13"
 # ## 4. The roofline
 #
-# A kernel that does $F$ floating-point operations while moving $B$ bytes has *arithmetic intensity*
-# $I = F/B$. It cannot run faster than $\min(P,\ I \cdot W)$ TFLOP/s, where $P$ is the peak
-# arithmetic rate and $W$ the memory bandwidth. Vector addition does 1 FLOP per element and moves 12
-# bytes per element in float32 (two loads, one store), so $I = 1/12$: it sits far left, under the
-# sloped memory roof. No amount of clever code makes it compute-bound; the best it can do is move
-# its bytes at full bandwidth. On a GPU the point shows where your measurement landed; in
-# interpreter mode it is drawn hollow at the roof (the best the kernel could do).
+# A kernel that does $F$ floating-point operations while moving $B$ bytes to and from the GPU's
+# memory has *arithmetic intensity* $I = F/B$. It cannot run faster than $\min(P,\ I \cdot W)$
+# TFLOP/s, where $P$ is the peak arithmetic rate in TFLOP/s and $W$ the memory bandwidth in TB/s.
+# Left of the *ridge point* $I = P/W$, where the sloped memory roof meets the flat compute roof, a
+# kernel is *memory-bound* (bandwidth limits it); right of it, *compute-bound*. Vector addition
+# does 1 FLOP per element and moves 12 bytes per element in float32 (two loads, one store), so
+# $I = 1/12$: it sits far left, under the sloped memory roof. No amount of clever code makes it
+# compute-bound; the best it can do is move its bytes at full bandwidth (on the H200 of
+# docs/results/h200.md, 2026-11-29: 4,115 GB/s). The plot draws the datasheet's roofs in black
+# and, once `measure_ceilings` has run, the measured ones dotted. On a GPU the point shows where
+# your measurement landed; in interpreter mode it is drawn hollow at the roof (the best the kernel
+# could do).
 
 # %% id="cell-14" tags=["demo"]
 vector_add = bench.bench(lambda: add(x, y), flops=N, bytes=3 * 4 * N, name="vector add fp32")
@@ -198,10 +237,13 @@ roofline.plot_roofline([vector_add]);
 # intermediate `silu(x)` makes a round trip through memory. One fused kernel reads `x` and `y` once
 # and writes the result once.
 #
-# Write `silu_mul_kernel` and its wrapper `silu_mul(x, y)`:
+# Write `silu_mul_kernel` and its wrapper `silu_mul(x, y)` (the Python function that allocates
+# the output and launches the kernel, as `add` does for `add_kernel`):
 #
 # - `x`, `y`: contiguous tensors of the same shape (any number of dimensions) and dtype
 #   (`torch.float32` or `torch.float16`); return a new tensor of that shape and dtype.
+#   *Contiguous*: the elements lie in memory one after another, so the kernel can treat any
+#   shape as a flat array of `x.numel()` elements.
 # - Compute in float32 inside the kernel (load, `.to(tl.float32)`, compute, convert back when you
 #   store): float16 arithmetic loses accuracy for no gain in a memory-bound kernel.
 # - Any number of elements: the grader uses sizes that are not multiples of your block, and sizes
@@ -245,7 +287,12 @@ def silu_mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 # %% [markdown] id="cell-17"
 # The checker the grader uses is yours too. `make_silu_inputs` draws fresh random inputs for one
-# case; `silu_mul_reference` is the definition, computed in float64.
+# case; `silu_mul_reference` is the definition, computed in float64. Each line it prints names a
+# case (shape, dtype, seed) and its relative error, or why it failed, with the first bad element.
+# The graded cell after it checks more shapes and seeds, some it does not show, with a relative
+# error of at most 1e-5 in float32 and 3e-3 in float16, and it runs your function under the rules
+# above (no PyTorch arithmetic, NaN-filled allocations), which this quick check does not: there,
+# `got nan` at the first bad element means an element your kernel never wrote.
 
 # %% id="cell-18" nbgrader={"grade": false, "grade_id": "silu_mul_checker", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def make_silu_inputs(case, generator):
@@ -285,8 +332,9 @@ grading.assert_correct(silu_mul, silu_mul_reference, make_silu_inputs, hidden_ca
 # speed is set by the bytes it moves. Count them for `n` elements of `element_size` bytes each:
 #
 # - `fused_bytes(n, element_size)`: your kernel, reading `x` and `y` and writing the result once.
-# - `eager_bytes(n, element_size)`: PyTorch's `F.silu(x) * y`, which runs two kernels; count every
-#   read and write of both, the intermediate included.
+# - `eager_bytes(n, element_size)`: PyTorch's `F.silu(x) * y` run *eagerly* (each operation as
+#   its own kernel, as the line is executed): two kernels; count every read and write of both,
+#   the intermediate included.
 #
 # Their ratio is the speedup fusion can buy on a GPU when both run at full bandwidth.
 
@@ -322,13 +370,18 @@ print("byte counts correct")
 #
 # A device-to-device copy is the fastest a memory-bound kernel can hope to go: it only reads and
 # writes. This check times your `silu_mul` and a copy of the same number of bytes, interleaved in
-# this process, on float16 inputs far larger than the L2 cache, and checks the outputs of the timed
-# runs. Your kernel passes at the fraction of copy bandwidth given in the course's threshold table
-# (the threshold and the H200 figure it came from are printed). Without a GPU this cell says
-# *needs GPU* and scores 0: interpreter time says nothing about GPU speed.
+# this process, on float16 inputs far larger than the L2 cache (2^26 elements, 128 MiB each), and
+# checks the outputs of the timed runs. What is graded is your GB/s over the copy's, both counted
+# on the same bytes: the copy's time over yours. It passes at the fraction in the course's
+# threshold table (`tilegym_edu/thresholds.toml`); the cell prints the ratio, the threshold and
+# the H200 figure it came from, and its message starts with *too slow* when it falls short.
+# Without a GPU this cell says *needs GPU* and scores 0: interpreter time says nothing about GPU
+# speed.
 #
 # If you fall short: is the block large enough to keep the memory system busy (try 1024 to 8192
-# elements and `num_warps`)? Does every program load and store whole blocks?
+# elements, and `num_warps=`, a launch option: how many warps, groups of 32 threads, run one
+# program; 4 by default)? Does each program load and store its whole block at once, one `tl.load`
+# per input, not a loop over elements?
 
 # %% id="cell-24" nbgrader={"grade": true, "grade_id": "test_silu_mul_bandwidth", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 3: silu_mul moves its bytes at a good fraction of copy bandwidth (GPU only).
@@ -344,9 +397,12 @@ grading.assert_bandwidth_fraction(silu_mul, input_sets, silu_mul_reference, torc
 # ## Compare: your kernel, PyTorch, and a copy
 #
 # The lesson ends where every lesson ends: your kernel next to the library. Eager PyTorch runs two
-# kernels and moves 5 bytes per element-byte where yours moves 3; the copy is the ceiling. On the
-# roofline we count 6 FLOPs per element for `silu_mul` (negate, exp, add, divide, two multiplies;
-# a convention: an exponential costs more than one multiply in hardware).
+# kernels and moves 5 bytes for every 3 yours moves; the copy is the ceiling. All three are
+# credited with the 3 the problem needs, so eager's lower GB/s is the cost of its extra traffic.
+# On the H200 of docs/results/h200.md (2026-11-29) the reference solution took 0.0980 ms, eager
+# 0.168 ms and the copy 0.0988 ms: fused was 1.72x eager, where the bytes predict 5/3 = 1.67x.
+# On the roofline we count 6 FLOPs per element for `silu_mul` (negate, exp, add, divide, two
+# multiplies; a convention: an exponential costs more than one multiply in hardware).
 
 # %% id="cell-26" tags=["demo"]
 n = device.size(gpu=2**26, cpu=8192)
