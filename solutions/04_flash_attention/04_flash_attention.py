@@ -1316,23 +1316,34 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 #   keys, head_dim 32, fp16, `BLOCK_M = 16`): `q` once, each key/value head's `k` and `v` once,
 #   within 1.25 times that. One program per query head loads them 4 times.
 #
-# The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks`
-# with the head columns masked and the queries' positions passed in), `flash_forward_kernel`,
-# `launch_flash_forward` and `flash_forward`. The reference also takes two of the ideas that the
-# optional last section measures: the scale folded into the exponent, and, for heads of 128
-# columns or more, `k` and `v` read through tensor descriptors (lesson 03's TMA copies) wherever
-# their rows follow one another: `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))` (imported,
-# with `DESCRIPTORS_FROM_BLOCK_D`, the 128) makes them, or returns `None` where they cannot be
-# used. Its kernel also takes a configuration's `LONGEST_FIRST`: a 1-D grid whose programs start
-# with every head's last (longest, when causal) query block, then every head's second last, and so
-# on. On a grid of a few waves that keeps the last heads' long blocks from running alone at the
-# end: the capstone's calls (16 heads of one causal sequence of 2048, head size 128) took 46.5 µs
-# against 63.7 in grid order on an H200, while B4 H32 S4096 D128 causal slowed from 1.31 to 1.40
-# ms, so only the reference's own search space (`FLASH_ORDER_SPACE`) races it. None of these is
-# needed for the points here.
+# The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks` with
+# the head columns masked and the queries' positions passed in); `query_block` (a block's rows,
+# query-major, and its `q`), `key_bounds` (the keys it sees and where the masked blocks start) and
+# `store_rows` (its `o` and `lse`), which the course's flash decoding kernel shares;
+# `flash_forward_kernel`, `launch_flash_forward` and `flash_forward`. The reference also takes two
+# of the ideas that the optional last section measures: the scale folded into the exponent, and, for
+# heads of 128 columns or more, `k` and `v` read through tensor descriptors (lesson 03's TMA copies)
+# wherever their rows follow one another: `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))`
+# (imported, with `DESCRIPTORS_FROM_BLOCK_D`, the 128) makes them, or returns `None` where they
+# cannot be used. Its kernel also takes a configuration's `LONGEST_FIRST`: a 1-D grid whose programs
+# start with every head's last (longest, when causal) query block, then every head's second last,
+# and so on. On a grid of a few waves that keeps the last heads' long blocks from running alone at
+# the end: the capstone's calls (16 heads of one causal sequence of 2048, head size 128) took
+# 46.5 µs against 63.7 in grid order on an H200, while B4 H32 S4096 D128 causal slowed from 1.31
+# to 1.40 ms, so only the reference's own search space (`FLASH_ORDER_SPACE`) races it. None of
+# these is needed for the points here.
 
 # %% id="cell-49" nbgrader={"grade": false, "grade_id": "flash_forward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/flash.py flash_blocks solution
+
+
+# include: tilegym_edu/reference/flash.py query_block solution
+
+
+# include: tilegym_edu/reference/flash.py key_bounds solution
+
+
+# include: tilegym_edu/reference/flash.py store_rows solution
 
 
 # include: tilegym_edu/reference/flash.py flash_forward_kernel solution
