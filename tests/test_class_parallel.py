@@ -100,3 +100,20 @@ def test_a_damaged_state_file_says_what_to_do(tmp_path):
     path.write_text("{ half written")
     with pytest.raises(course.CourseError, match="delete it, and the next run grades every"):
         class_state.load_state(tmp_path, "tiny")
+
+
+def test_a_resubmission_of_the_same_notebook_is_graded_again(tmp_path):
+    """The exchange's receipts count as part of a submission: collect copies new ones beside an
+    unchanged notebook, and its feedback must be released under them."""
+    root, folder, nb = class_of_three(tmp_path)
+    receipt = course.submission_folder(folder, "ada", "tiny") / "timestamp.txt"
+    receipt.write_text("2026-12-05 10:00:00.000000 UTC")
+
+    def ada():
+        return class_state.submission_hashes("tiny", folder, ["ada"], root)["ada"]
+
+    first = ada()
+    (receipt.parent / "notes.txt").write_text("not part of a submission")
+    assert ada() == first
+    receipt.write_text("2026-12-05 11:00:00.000000 UTC")
+    assert ada() != first

@@ -10,7 +10,6 @@ then writes the feedback HTML and reads the scores into a
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 import warnings
@@ -22,8 +21,8 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from tilegym_edu import sandbox, submission
 from tilegym_edu.build import release
-from tilegym_edu.course import (CourseError, course_root, gradebook_url, nbgrader_api,
-                                require_lesson, require_success)
+from tilegym_edu.course import (EXCHANGE_RECEIPTS, CourseError, course_root, gradebook_url,
+                                nbgrader_api, require_lesson, require_success)
 from tilegym_edu.grade_report import GradeReport, cell_times, exercise_results
 
 #: the student id self-grading uses
@@ -59,13 +58,6 @@ def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing:
             grade = gradebook.find_grade(grade_id, notebook, lesson, student)
             grade.auto_score = 0.0
         gradebook.db.commit()
-
-
-#: what nbgrader's exchange puts beside a submitted notebook (submit writes them, collect
-#: copies them): the submission time, and the secret that release_feedback names the feedback
-#: file by, so that the learner's fetch_feedback finds it. Grading carries them to nbgrader's
-#: submitted folder, whence autograde and generate_feedback carry them on.
-EXCHANGE_RECEIPTS = ("timestamp.txt", "submission_secret.txt")
 
 
 def grade(lesson: str, submission_folder: Path | None = None, root: Path | None = None,
@@ -128,21 +120,16 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
         what = (f"{exercises[0]} was graded (with the cells it needs)" if len(exercises) == 1
                 else f"{', '.join(exercises)} were graded (with the cells they need)")
         notes.append(f"only {what}: grade the whole lesson for its total")
-    from tilegym_edu.grading import GRADING_ENV   # torch and triton load only when grading
     api = nbgrader_api(root, whole_lessons=not exercises)
-    os.environ[GRADING_ENV] = "1"      # the grading kernel inherits it (grading.graded_seeds)
     autograded_dir = root / ".grading" / "autograded" / student / lesson
     autograded_dir.mkdir(parents=True, exist_ok=True)
     kernel_box = (sandbox.sandboxed([root / "solutions", root / ".grading", *hide],
                                     [autograded_dir]) if sandboxed else contextlib.nullcontext())
-    try:
-        with kernel_box, quiet_gradebook():
-            require_success(api.autograde(lesson, student, force=True, create=True), "autograde")
-            for name, p in prepared.items():
-                _zero_missing(root, lesson, student, name, p.missing)
-            require_success(api.generate_feedback(lesson, student, force=True), "generate_feedback")
-    finally:
-        del os.environ[GRADING_ENV]
+    with kernel_box, quiet_gradebook():
+        require_success(api.autograde(lesson, student, force=True, create=True), "autograde")
+        for name, p in prepared.items():
+            _zero_missing(root, lesson, student, name, p.missing)
+        require_success(api.generate_feedback(lesson, student, force=True), "generate_feedback")
     results, feedback, cells = [], [], []
     with Gradebook(gradebook_url(root)) as gradebook, quiet_gradebook():
         for name, p in prepared.items():

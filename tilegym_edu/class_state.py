@@ -12,13 +12,18 @@ from tilegym_edu import course
 
 def submission_hashes(lesson: str, folder: Path, named: list[str],
                       root: Path) -> dict[str, str]:
-    """Per student of ``named``: a hash of their notebooks of ``lesson`` in ``folder`` and of
-    the lesson's own notebooks (a changed lesson grades everyone again)."""
+    """Per student of ``named``: a hash of their notebooks of ``lesson`` in ``folder``, of the
+    exchange's receipts beside them (a resubmission of the same notebook is a new submission:
+    its feedback must carry the new receipts) and of the lesson's own notebooks (a changed
+    lesson grades everyone again)."""
     lesson_hash = _files_hash(sorted((root / "solutions" / lesson).glob("*.ipynb")))
-    return {student: _files_hash(
-                sorted(course.submission_folder(folder, student, lesson).glob("*.ipynb")),
-                lesson_hash)
-            for student in named}
+    hashes = {}
+    for student in named:
+        handed_in = course.submission_folder(folder, student, lesson)
+        receipts = [handed_in / name for name in course.EXCHANGE_RECEIPTS
+                    if (handed_in / name).is_file()]
+        hashes[student] = _files_hash(sorted(handed_in.glob("*.ipynb")) + receipts, lesson_hash)
+    return hashes
 
 
 def _files_hash(paths: list[Path], salt: str = "") -> str:

@@ -19,11 +19,12 @@ from pathlib import Path
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute, GetGrades
+from nbgrader.preprocessors import Execute, GetGrades, OverwriteCells
 from traitlets.config import Config
 
 from tilegym_edu import executor
 from tilegym_edu.feedback import HideHiddenTests
+from tilegym_edu.stock import PrepareSubmission
 
 #: per cell: room for a first Triton compile and for autotuning on a GPU
 CELL_TIMEOUT_S = 600
@@ -54,10 +55,19 @@ def gradebook_url(root: Path) -> str:
 COURSE_ID = "tilegym_edu"
 
 
-def configure(c: Config, root: Path) -> Config:
+#: what nbgrader's exchange puts beside a submitted notebook (submit writes them, collect
+#: copies them): the submission time, and the secret that release_feedback names the feedback
+#: file by, so that the learner's fetch_feedback finds it. Grading carries them to nbgrader's
+#: submitted folder, whence autograde and generate_feedback carry them on.
+EXCHANGE_RECEIPTS = ("timestamp.txt", "submission_secret.txt")
+
+
+def configure(c: Config, root: Path, prepare_submissions: bool = True) -> Config:
     """Set the course layout, gradebook and time limits on an nbgrader config object (and make
     the gradebook's folder, which the stock nbgrader commands would not: on a fresh clone
-    `nbgrader generate_assignment` failed for want of it)."""
+    `nbgrader generate_assignment` failed for want of it). With ``prepare_submissions``,
+    autograde grades the notebook tilegym-edu grade would (tilegym_edu.stock), not the one
+    handed in: off only where the notebooks are prepared already (nbgrader_api)."""
     (root / ".grading").mkdir(exist_ok=True)
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID
@@ -78,6 +88,11 @@ def configure(c: Config, root: Path) -> Config:
     # Feedback HTML: hidden tests stay hidden (tilegym_edu.feedback)
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
     c.ResilientExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
+    # after OverwriteCells, which would put a deleted graded cell's failing end back as it was
+    c.Autograde.sanitize_preprocessors = [
+        q for p in Autograde.class_traits()["sanitize_preprocessors"].default()
+        for q in ([p, PrepareSubmission] if p is OverwriteCells and prepare_submissions else [p])]
+    c.PrepareSubmission.course_root = str(root)
     c.Autograde.autograde_preprocessors = [
         executor.ResilientExecute if p is Execute else p
         for p in Autograde.class_traits()["autograde_preprocessors"].default()]
@@ -94,7 +109,7 @@ def nbgrader_api(root: Path, whole_lessons: bool = True) -> NbGraderAPI:
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     (root / ".grading").mkdir(exist_ok=True)
-    config = configure(Config(), root)
+    config = configure(Config(), root, prepare_submissions=False)  # autograde.grade prepares
     config.OverwriteCells.add_missing_cells = whole_lessons
     return NbGraderAPI(config=config)
 

@@ -20,6 +20,7 @@ Every cell's run time is recorded in ``cell.metadata.tilegym.seconds`` for the g
 from __future__ import annotations
 
 import copy
+import os
 import signal
 import sys
 import time
@@ -93,7 +94,12 @@ class ResilientExecute(Execute):
         return km
 
     async def async_start_new_kernel(self, **kwargs) -> None:
+        """Start the grading kernel, its output to KERNEL_LOG beside the notebook, with
+        grading.GRADING_ENV set: the test cells draw seeds no one knew in advance
+        (grading.graded_seeds), whichever command graded (tilegym-edu's or nbgrader's)."""
+        from tilegym_edu.grading import GRADING_ENV   # torch loads only when grading
         folder = Path((self.resources or {}).get("metadata", {}).get("path") or ".")
+        kwargs.setdefault("env", {**os.environ, GRADING_ENV: "1"})
         with open(folder / KERNEL_LOG, "ab") as log:      # the kernel gets its own copy
             await super().async_start_new_kernel(stdout=log, stderr=log, **kwargs)
 

@@ -141,6 +141,17 @@ def refused_source(source: str, refusals: list[audit.Refusal], why: str) -> str:
             f"raise {REFUSED_ERROR}({why!r})\n")
 
 
+def fail_deleted_cells(prepared: Prepared) -> None:
+    """End each graded cell the learner deleted (prepared.missing) with an error, so that it
+    still runs and scores 0: for graders that cannot zero its score after the run, as
+    autograde.grade does (the stock nbgrader commands, tilegym_edu.stock)."""
+    for cell in prepared.notebook.cells:
+        if is_graded(cell) and _key(cell) in prepared.missing:
+            cell.source += (f"\nfrom tilegym_edu.grading import {REFUSED_ERROR}\n"
+                            f"raise {REFUSED_ERROR}('this graded cell was deleted from the "
+                            "notebook handed in: it ran, and scores 0')\n")
+
+
 def graded_ids(release: NotebookNode) -> list[str]:
     """The grade ids of a lesson notebook's graded cells, in order."""
     return [_key(c) for c in release.cells if is_graded(c)]
