@@ -6,6 +6,7 @@
 #   make test-hub  that JupyterHub test alone (tests/browser/test_jupyterhub.py)
 #   make grade    grade your own notebook:  make grade LESSON=00_getting_started
 #                 one exercise of it:  make grade LESSON=04_flash_attention EXERCISE=test_softmax_correct
+#                 (several: EXERCISE="test_softmax_correct test_softmax_stats")
 #   make doctor   versions, GPU facts, measured ceilings, known-bad combinations
 #   make cutile   the optional cuTile track's packages (cuda-tile and its toolchain), then doctor
 #   make wheelhouse  a folder of wheels for GPU nodes without internet (grader/README.md)
@@ -96,7 +97,7 @@ test-hub: $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.hub
 # Exits 0 when grading ran, points lost or not (the table says which); tilegym-edu's exit 1,
 # "not every point earned", is not a failure of make. A usage or course error (exit 2) is.
 grade: $(BIN)/.installed
-	$(BIN)/tilegym-edu grade $(LESSON)$(if $(EXERCISE), --exercise $(EXERCISE)) || [ $$? -eq 1 ]
+	$(BIN)/tilegym-edu grade $(LESSON)$(foreach e,$(EXERCISE), --exercise $(e)) || [ $$? -eq 1 ]
 
 doctor: $(BIN)/.installed
 	$(BIN)/tilegym-edu doctor

@@ -37,7 +37,7 @@ def test_a_cluster_grades_the_class_as_a_local_worker_does(tmp_path, monkeypatch
     assert float(rows["ada"]["seconds"]) > 0
     assert gradebook_points(root, "ada") == 2
     assert (root / ".grading" / "feedback" / "ada" / "tiny" / "tiny.html").is_file()
-    assert not any((root / ".grading-cluster" / "tiny").iterdir()), "the tasks' copies are kept"
+    assert not (root / ".grading-cluster").exists(), "the tasks' copies (or their folder) kept"
     assert "[2/2]" in capfd.readouterr().err
 
 

@@ -18,6 +18,7 @@ for local workers, and removes the copy.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -99,3 +100,6 @@ def grade_on_cluster(lesson: str, folder: Path, to_grade: list[str], root: Path,
             shutil.rmtree(copies[student], ignore_errors=True)
     finally:
         client.close()
+        for empty in (scratch, scratch.parent):   # left only if some copy is still there
+            with contextlib.suppress(OSError):
+                empty.rmdir()

@@ -1,4 +1,4 @@
-"""The `tilegym-edu` command: doctor, lab, grade, generate.
+"""The `tilegym-edu` command: doctor, lab, grade, grade-class, collect, generate.
 
     tilegym-edu doctor                 versions, GPU facts and ceilings, known-bad combinations
     tilegym-edu lab [jupyter args]     JupyterLab on 127.0.0.1 (token auth) at notebooks/
@@ -13,6 +13,9 @@
                                        one per GPU, each on its own), only what is new, changed
                                        or failed since the last run unless --force;
                                        --scheduler ADDRESS: as tasks of a Dask cluster
+    tilegym-edu collect LESSON         instructors on a hub: the learners' submissions from
+                                       nbgrader's exchange into .grading/collected/, for
+                                       grade-class
     tilegym-edu generate [LESSON ...]  rebuild solutions/ from the lesson sources (.py), then
                                        notebooks/ from solutions/ (maintainers; --from-notebooks:
                                        the sources from edited solutions/ notebooks)
@@ -24,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -121,15 +123,18 @@ def lab_environment(instructor: bool = False) -> dict[str, str]:
     return env
 
 
-def lab(args: argparse.Namespace) -> int:
+def lab(args: argparse.Namespace) -> None:
     who = "instructor (formgrader on)" if args.instructor else "learner"
     print(f"Starting JupyterLab, {who} set-up, on 127.0.0.1 with token authentication: open "
           "the URL with ?token=... that it prints below.")
     if running_as_root():
         print("Running as root (common in containers): JupyterLab is started with --allow-root, "
               "since Jupyter refuses root without it.")
-    return subprocess.call(lab_command(course.course_root(), args.jupyter_args, args.instructor),
-                           env=lab_environment(args.instructor))
+    command = lab_command(course.course_root(), args.jupyter_args, args.instructor)
+    sys.stdout.flush()
+    # JupyterLab takes this process's place, so a signal to it (Ctrl+C, kill) stops the server
+    # itself; a child left running would keep its port and kernels
+    os.execve(command[0], command, lab_environment(args.instructor))
 
 
 def _sandbox_wanted(args: argparse.Namespace, default: bool) -> bool:

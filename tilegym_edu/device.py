@@ -171,8 +171,8 @@ def banner() -> str:
         facts = info()
         return f"tilegym_edu: GPU mode on {facts.describe()}: kernels compile for this GPU."
     return ("tilegym_edu: interpreter mode (no CUDA GPU visible): kernels run in Triton's CPU "
-            "interpreter at small sizes; correctness is graded in full, speed cells say "
-            "'needs GPU'.")
+            "interpreter at small sizes; Triton kernels' correctness is graded, speed cells "
+            "(and CUDA C, cuTile and peak-memory cells) say 'needs GPU'.")
 
 
 if not ON_GPU:

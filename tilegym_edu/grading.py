@@ -219,8 +219,9 @@ def require_gpu(what: str) -> None:
     """Raise NeedsGPU, saying what could not be graded, unless kernels run on a GPU."""
     if not device.ON_GPU:
         raise NeedsGPU(f"{what} needs an NVIDIA GPU: this notebook runs in Triton's CPU "
-                       "interpreter, whose timings say nothing about GPU speed. Run it on a "
-                       "machine with a CUDA GPU to earn these points.")
+                       "interpreter (no CUDA GPU visible), which can neither time GPU work nor "
+                       "run CUDA C or cuTile. Run it on a machine with a CUDA GPU to earn these "
+                       "points.")
 
 
 def require_tensor_descriptors(what: str) -> None:
