@@ -5,8 +5,9 @@ The rules (the course's design page has the reasons):
 * GPU work is asynchronous: each run is timed with CUDA events recorded on the stream around it.
 * Warm up first, so compilation and autotuning stay out of the numbers.
 * Flush the L2 cache before every run, so data is read from memory as in a real workload.
-* Kernels shorter than ~20 µs are captured in a CUDA graph, so Python launch overhead does not
-  leave the GPU idle inside the timed region.
+* A call that takes under GRAPH_THRESHOLD_MS (0.1 ms) seen from the host, launch and
+  synchronize included, is captured in a CUDA graph and timed as its replay, so Python launch
+  overhead does not leave the GPU idle inside the timed region.
 * Several functions are timed interleaved (a run of each, round after round), so clock and
   thermal drift affect all of them alike; report the median with the 20th-80th percentile spread.
 * Clocks are read (never set) and recorded with the result.
