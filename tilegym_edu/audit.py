@@ -109,7 +109,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.classroom", "tilegym_edu.class_worker", "tilegym_edu.class_state",
     "tilegym_edu.class_gradebook", "tilegym_edu.class_cluster", "tilegym_edu.audit",
     "tilegym_edu.sandbox",
-    "tilegym_edu.submission", "tilegym_edu.executor", "tilegym_edu.cli",
+    "tilegym_edu.submission", "tilegym_edu.stock", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
 })
