@@ -73,9 +73,9 @@ $(BIN)/.cluster: $(BIN)/.installed
 
 # JupyterHub, and its proxy from the npm registry into .venv/hub-proxy, for the end-to-end test
 # of a class on a hub (tests/browser/test_jupyterhub.py: 52-55 s on 2 cores, the install 11 s
-# more; part of `make test`, which took 20 min 17 s with it from a fresh clone on 2 cores on
-# 2026-12-03, 1101 s of it tests, against 23 min 34 s that morning before the lesson grading pool
-# ran in the background). Without npm, or where the registry cannot be reached, the install says
+# more; part of `make test`, which took 10 min 38 s with it from a fresh clone on 2 cores on
+# 2026-12-05, 569 s of it tests; 20 min 17 s on 2026-12-03, 23 min 34 s that morning before the
+# lesson grading pool ran in the background). Without npm, or where the registry cannot be reached, the install says
 # so and the test skips with that reason.
 $(BIN)/.hub: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[hub]"
