@@ -147,9 +147,8 @@ def fail_deleted_cells(prepared: Prepared) -> None:
     autograde.grade does (the stock nbgrader commands, tilegym_edu.stock)."""
     for cell in prepared.notebook.cells:
         if is_graded(cell) and _key(cell) in prepared.missing:
-            cell.source += (f"\nfrom tilegym_edu.grading import {REFUSED_ERROR}\n"
-                            f"raise {REFUSED_ERROR}('this graded cell was deleted from the "
-                            "notebook handed in: it ran, and scores 0')\n")
+            cell.source = refused_source(cell.source, [], "this graded cell was deleted from "
+                                         "the notebook handed in: it ran, and scores 0")
 
 
 def graded_ids(release: NotebookNode) -> list[str]:
