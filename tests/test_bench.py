@@ -173,3 +173,27 @@ def test_unknown_gpu_or_interpreter_has_no_problem():
     assert bench.roofline_problem(m, "Some Future GPU") is None
     interp = Measurement("k", (1.0,), 1e15, 1e15, interpreter=True)
     assert bench.roofline_problem(interp, "NVIDIA H200") is None
+
+
+def test_gpu_time_sleeps_the_gpu_through_the_hosts_launch_and_keeps_the_least(monkeypatch):
+    """bench.gpu_time_ms: the GPU sleeps 1.5x a call's host time (cycles at 3 GHz, more than
+    any GPU's clock) before each timed call, so the host's launch falls inside the sleep and
+    the events hold the GPU's work alone; the least of three."""
+    import torch
+    order, elapsed = [], iter([0.05, 0.03, 0.04])
+
+    class Event:
+        def __init__(self, enable_timing):
+            assert enable_timing
+
+        def record(self):
+            order.append("record")
+
+        def elapsed_time(self, end):
+            return next(elapsed)
+    monkeypatch.setattr(bench, "host_time_ms", lambda fn, warmup_ms: 2.0)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: order.append(("sleep", cycles)))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: order.append("sync"))
+    assert bench.gpu_time_ms(lambda: order.append("fn"), warmup_ms=2) == 0.03
+    assert order == [("sleep", 9_000_000), "record", "fn", "record", "sync"] * 3

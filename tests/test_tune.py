@@ -433,14 +433,14 @@ def test_a_space_of_paths_names_each_configuration_s_path_and_prunes_with_its_sp
     assert tune.path_prune(paths, tune.Config(WARPS=4, PATH="plain"), {"N": 1}, resources) is None
 
 
-def _fake_gpu(monkeypatch, host_ms):
-    """bench's timing replaced by a record of what gpu_measure asked for: host_ms(config name)
-    is each launch's host time, graph_replay tags a function as a replay, compare records the
+def _fake_gpu(monkeypatch, gpu_ms):
+    """bench's timing replaced by a record of what gpu_measure asked for: gpu_ms(config name)
+    is each launch's GPU time, graph_replay tags a function as a replay, compare records the
     names it was told were graphs."""
     from tilegym_edu import bench
     seen = {"estimated": [], "captured": [], "compared": []}
-    monkeypatch.setattr(bench, "host_time_ms",
-                        lambda fn, warmup_ms: seen["estimated"].append(fn()) or host_ms[fn()])
+    monkeypatch.setattr(bench, "gpu_time_ms",
+                        lambda fn, warmup_ms: seen["estimated"].append(fn()) or gpu_ms[fn()])
     monkeypatch.setattr(bench, "graph_replay",
                         lambda fn: seen["captured"].append(fn()) or (lambda: ("replay", fn())))
 

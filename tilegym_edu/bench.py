@@ -182,6 +182,30 @@ def host_time_ms(fn: Callable[[], object], warmup_ms: float) -> float:
             return elapsed_ms / calls
 
 
+#: more cycles a second than any GPU's SM clock runs: host time turned into a GPU sleep at this
+#: rate lasts at least as long on any GPU
+_CYCLES_PER_S_AT_MOST = 3e9
+
+
+def gpu_time_ms(fn: Callable[[], object], warmup_ms: float) -> float:
+    """``fn``'s GPU time per call (ms), whatever the host's speed: warmed up as
+    :func:`host_time_ms` does, then timed three times between CUDA events while the GPU, put to
+    sleep first for 1.5 times a call's host time, waits out the host's launch; the least of the
+    three. No L2 flush: an estimate for deciding how to time ``fn``, not a measurement."""
+    host_ms = host_time_ms(fn, warmup_ms)
+    cycles = int(1.5 * host_ms * 1e-3 * _CYCLES_PER_S_AT_MOST)
+    times = []
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return min(times)
+
+
 def _time_gpu(fns: Mapping[str, Callable[[], object]], warmup_ms: float, rep_ms: float,
               flush_l2: bool, max_runs: int, graph_below_ms: float,
               already_graphed: frozenset[str]) -> tuple[dict[str, list[float]], dict[str, bool]]:

@@ -469,13 +469,19 @@ def gpu_measure(launch: Callable[[Config], object],
     its graphs replay the tensors the launch read when they were captured): each round times
     every config five times, interleaved, L2 flushed before each run (tilegym_edu.bench
     rules), and every config the same way in every round. The race is timed as CUDA-graph
-    replays, each config's graph captured at its first round, when the fastest launch of the
-    first call takes under ``graph_below_ms`` seen from the host (in autotune's race, the
-    first round of every candidate; its too-small check times the default alone with a
-    measure of its own), always when ``graph_below_ms`` is math.inf; else, or when any config
-    cannot be captured, as plain launches. Configs no longer asked for (dropped) release their
-    graphs. The measure's ``as_graphs()`` says which way the race went (None before its first
-    call).
+    replays, each config's graph captured at its first round, when the fastest of the first
+    call's configs takes under ``graph_below_ms`` of GPU time (bench.gpu_time_ms: the host's
+    launch hidden; in autotune's race, the first round of every candidate; its too-small check
+    times the default alone with a measure of its own), always when ``graph_below_ms`` is
+    math.inf; else, or when any config cannot be captured, as plain launches. Configs no longer
+    asked for (dropped) release their graphs. The measure's ``as_graphs()`` says which way the
+    race went (None before its first call).
+
+    Why GPU time: the decision used to hold a launch's host time (synchronization included)
+    against the bar, and a slow host pushed launches of short kernels over it. Their race was
+    then timed as plain launches, whose samples hold the host's Python: on the H200 of run 37
+    (2026-12-04) a decoding step's products were probably raced so (inferred from its log), and
+    lesson 03's pipelined kernel ran them at 1.7x the skinny kernel's GPU time.
 
     Why one decision a race: bench.compare decides per function and per call, and the race
     called it once a round, so one round could mix both ways and two rounds could time one
@@ -494,7 +500,7 @@ def gpu_measure(launch: Callable[[Config], object],
         new = {c: (lambda c=c: launch(c)) for c in configs if c not in runners}
         if new and as_graphs is None:
             as_graphs = graph_below_ms == math.inf or min(
-                bench.host_time_ms(fn, warmup_ms=2) for fn in new.values()) < graph_below_ms
+                bench.gpu_time_ms(fn, warmup_ms=2) for fn in new.values()) < graph_below_ms
         for c, fn in new.items():
             replay = bench.graph_replay(fn) if as_graphs else None
             if as_graphs and replay is None:   # one config cannot be captured: none is

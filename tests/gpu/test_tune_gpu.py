@@ -89,22 +89,37 @@ def test_a_race_captures_each_candidate_once_and_replays_it_every_round(monkeypa
     assert len(captured) == 3
 
 
-def test_a_race_told_to_time_graphs_times_the_gpus_work_whatever_the_hosts_speed():
-    """race_as_graphs: a launch that spends 2 ms in Python before a kernel of a few
-    microseconds is raced on the kernel's time. Raced the usual way its 2 ms of host time
-    decide the timing (plain launches), and every sample holds them: on run 37's slow host
-    (2026-12-04) a decoding step's products were probably ranked so."""
+def _samples(launch, as_graphs):
+    """Every timing sample of an untuned race of two configs of ``launch`` (ms)."""
+    space = tune.SearchSpace(default=tune.Config(SCALE=1.0), small=[tune.Config(SCALE=2.0)])
+    result = tune.autotune(launch, {"as_graphs": as_graphs}, space, launch, min_ms=0,
+                           race_as_graphs=as_graphs, progress=False)
+    return [s for t in result.trials for s in t.samples_ms]
+
+
+def test_a_short_kernel_behind_a_slow_hosts_python_is_raced_on_its_gpu_time():
+    """A launch that spends 2 ms in Python before a kernel of a few microseconds: the race
+    decides from the kernel's GPU time (bench.gpu_time_ms) and replays graphs. It used to decide
+    from the host time, 2 ms, and time plain launches whose samples all held the sleep: on run
+    37's slow host (2026-12-04) a decoding step's products were probably ranked so."""
     x = torch.randn(1 << 16, device="cuda")
     y = torch.empty_like(x)
 
     def launch(config):
-        time.sleep(0.002)                       # a slow host's Python, before the launch
+        time.sleep(0.002)
         torch.mul(x, config["SCALE"], out=y)
-    space = tune.SearchSpace(default=tune.Config(SCALE=1.0), small=[tune.Config(SCALE=2.0)])
-    samples = {}
-    for as_graphs in (True, False):
-        result = tune.autotune(launch, {"n": x.numel()}, space, launch, min_ms=0,
-                               race_as_graphs=as_graphs, progress=False)
-        samples[as_graphs] = [s for t in result.trials for s in t.samples_ms]
-    assert max(samples[True]) < 0.5, samples[True]           # a replay: the kernel alone
-    assert min(samples[False]) > 1.5, samples[False]         # the host's sleep in every sample
+    assert max(_samples(launch, as_graphs=False)) < 0.5
+
+
+def test_a_race_told_to_time_graphs_times_even_a_long_kernel_so():
+    """race_as_graphs: a kernel of about 0.25 ms of GPU time (over the 0.1 ms bar) behind 2 ms
+    of Python is raced on its GPU time; raced the usual way, as plain launches, every sample
+    holds the host's 2 ms."""
+    x = torch.randn(1 << 27, device="cuda")
+    y = torch.empty_like(x)
+
+    def launch(config):
+        time.sleep(0.002)
+        torch.mul(x, config["SCALE"], out=y)
+    assert max(_samples(launch, as_graphs=True)) < 1.0
+    assert min(_samples(launch, as_graphs=False)) > 1.5
