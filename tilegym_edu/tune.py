@@ -588,12 +588,11 @@ def autotune(kernel: object, problem: Mapping[str, object], space: SearchSpace,
     configuration is returned untimed). A problem whose default configuration runs in under
     ``min_ms`` is not tuned (:data:`TUNE_ABOVE_MS`): the default is returned, with a note.
     ``race_as_graphs`` has GPU timing replay every candidate from a CUDA graph, the GPU's work
-    alone, however long its launch takes in Python (:func:`gpu_measure`; plain launches only if
-    one cannot be captured): for problems raced however fast they are (``min_ms=0``), whose
-    launches can take longer on the host than on the GPU. Otherwise the race is timed as graphs
-    only when its fastest launch takes under bench.GRAPH_THRESHOLD_MS seen from the host, and
-    on a slow host the candidates of such problems rank by their Python. It builds the GPU
-    timing, so it is refused beside a ``measure``.
+    alone, however long its kernels run (:func:`gpu_measure`; plain launches only if one
+    cannot be captured): for problems raced however fast they are (``min_ms=0``), run as graphs
+    where they are used. Otherwise the race is timed as graphs only when its fastest launch
+    takes under bench.GRAPH_THRESHOLD_MS of GPU time. It builds the GPU timing, so it is refused
+    beside a ``measure``.
     """
     if race_as_graphs and measure is not None:
         raise ValueError("race_as_graphs sets how GPU timing runs the race; with a measure of "

@@ -572,13 +572,14 @@ else:
 #   lowest median wins.
 # * **One way of timing a race**: when a launch takes longer in Python than its kernel takes on
 #   the GPU, timing plain launches measures Python, so short kernels are replayed from CUDA graphs
-#   instead (the GPU's work alone). A race decides once, from its fastest launch seen from the host
-#   (under 0.1 ms: graphs), and times every candidate that way in every round: mixing the two let a
-#   race pick a configuration 1.21x slower than the best (2026-12-04, run 21). With
-#   `race_as_graphs=True` it always uses graphs. Lesson 06's decoding step needs that: its matmuls
-#   have one row of activations per sequence, and on an H200 with a slow host their races picked
-#   this lesson's pipelined kernel at 1.7x the GPU time of the kernel an earlier run had chosen (by
-#   our reading of the log, the plain launches timed Python; docs/results/h200.md).
+#   instead (the GPU's work alone). A race decides once, from its fastest launch's GPU time,
+#   measured with the GPU asleep while the host launches it (`bench.gpu_time_ms`; under 0.1 ms:
+#   graphs), and times every candidate that way in every round: mixing the two let a race pick a
+#   configuration 1.21x slower than the best (2026-12-04, run 21). When the bar was the host's
+#   time, an H200 with a slow host raced lesson 06's decoding matmuls (one row of activations per
+#   sequence) as plain launches, by our reading of the log, and picked this lesson's pipelined
+#   kernel at 1.7x the GPU time of the kernel an earlier run had chosen (docs/results/h200.md).
+#   With `race_as_graphs=True` a race always uses graphs.
 # * **Too small to gain**: a problem whose default runs in under `tune.TUNE_ABOVE_MS` (0.02 ms) is
 #   not tuned (`min_ms`): compiling the candidates would cost seconds to save microseconds.
 # * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
