@@ -187,7 +187,8 @@ def tune_flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torc
     DECODE_QUERIES queries a sequence) as CUDA graphs: its attention takes microseconds a layer,
     less than its launch in Python. On the H200 of run 37 (2026-12-04) the pick after 2040
     cached tokens took 28 µs a call where run y's had taken 11, probably from a race timed as
-    plain launches (inferred from the log, docs/results/h200.md)."""
+    plain launches (inferred from the log, docs/results/h200.md); raced as graphs, run 38's
+    (2026-12-05) took about 11 µs again."""
     return autotune(flash_decode_kernel, decode_problem(q, k, causal), DECODE_SPACE,
                     lambda c: launch_flash_decode(q, k, v, o, lse, causal, c),
                     level=level, min_ms=0, race_as_graphs=q.shape[2] <= DECODE_QUERIES)

@@ -246,7 +246,8 @@ def tune_shape_matmul(a: torch.Tensor, b: torch.Tensor, level: int = 1) -> TuneR
     launches take longer in Python than on the GPU. On the H200 of run 37 (2026-12-04) lesson
     03's pipelined kernel ran the MLP's products at about 34 and 26 µs a call where run y's
     pick, the skinny kernel, had taken 20 and 15 (2026-12-02): probably races timed as plain
-    launches on a slow host (inferred from run 37's log, docs/results/h200.md)."""
+    launches on a slow host (inferred from run 37's log, docs/results/h200.md). Raced as graphs,
+    run 38 (2026-12-05) picked the skinny kernel for every product of the step again."""
     return autotune(SHAPE_KERNELS, shape_problem(a, b), SHAPE_SPACE,
                     lambda config: run_path(a, b, config), level=level,
                     **({"min_ms": 0, "race_as_graphs": True} if a.shape[0] <= SKINNY_ROWS
