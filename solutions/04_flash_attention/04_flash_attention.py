@@ -49,7 +49,9 @@
 # imports the baseline (`naive_attention`), two constants, an input validator, and the autotuner's
 # search space for attention with the problem description it is keyed on, and what the backward
 # pass of section 5 needs besides its kernels (two search spaces, a problem description, the tuning
-# loop and a stride helper); the kernels are yours to write. Sizes come from `device.size`: the
+# loop and a stride helper), and, for section 6, the general forward's search space, problem
+# description, input validator and descriptor helpers; the kernels are yours to write. Sizes come
+# from `device.size`: the
 # comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU (the attention of a
 # Llama-7B-sized model), and at a toy size in the interpreter.
 
@@ -653,8 +655,9 @@ for config, why in pruned[::max(1, len(pruned) // 4)]:
 
 # %% [markdown] id="cell-26"
 # On an H200 the level-1 search chose `BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3` for all
-# four problems measured (head_dim 64 and 128, causal and not, $S = 4096$), and gained 4% over the
-# default at head_dim 128, non-causal (docs/results/h200.md).
+# four problems measured (head_dim 64 and 128, causal and not, $S = 4096$;
+# docs/results/h200-2026-11-29-attention.json), and gained 4% over the default at head_dim 128,
+# non-causal (docs/results/h200.md).
 #
 # ## Exercises 4, 5, 6 (4 + 3 + 2 points): FlashAttention forward
 #
@@ -849,8 +852,9 @@ check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
 # definition:
 #
 # - **Against naive attention**, batch 1, 16 heads, $S = 4096$, head_dim 64, fp16: your speed over
-#   `naive_attention`'s, timed interleaved. (On an H200 at batch 4 and 32 heads, the reference took
-#   1.2 ms where naive PyTorch took 19.9 ms, docs/results/h200.md.)
+#   `naive_attention`'s, timed interleaved; it needs 4x. (On an H200 at this shape the reference
+#   took 0.165 ms and naive PyTorch 2.507 ms: 15.2x, in the grading of 2026-12-05,
+#   docs/results/h200-2026-12-05-gpu-run-39-flash-lessons-04-06.log.)
 # - **Peak memory**: the extra GPU memory of one call at $S = 4096$ and $S = 16384$ (batch 1, 16
 #   heads, head_dim 64) must stay within twice the output's size: memory that grows with $S$, not
 #   $S^2$.
@@ -860,8 +864,9 @@ check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
 #   PyTorch), `CUDNN_ATTENTION` (NVIDIA cuDNN's fused attention), `EFFICIENT_ATTENTION` (the
 #   memory-efficient kernel from xFormers) and `MATH` (plain operations, like the naive version).
 #   Every backend that runs on your GPU is timed, interleaved with your kernel, and your speed is
-#   compared with the fastest. On an H200 that was cuDNN, and the reference reached 0.78 of its
-#   speed (510 against 657 TFLOP/s, docs/results/h200.md).
+#   compared with the fastest; it needs 0.5. On an H200 that was cuDNN, and the reference reached
+#   0.78 of its speed (510 against 657 TFLOP/s, docs/results/h200.md; the grading of 2026-12-05
+#   measured 0.78 again, 525 against 676).
 #
 # Each check tunes your kernel before timing it (the tuner's result is cached per problem). The
 # helpers below run SDPA with one backend and find the backends that can run here.
@@ -967,7 +972,8 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 # from $4BHS^2d$ FLOPs (halved when causal); bytes from the fewest the problem needs (`q`, `k`, `v`
 # read and the output written once), so on the roofline every version sits at the same intensity and
 # only its height differs. Naive PyTorch and the math backend, which hold the scores in memory, are
-# timed only up to $S = 4096$: beyond that they take tens of GiB and seconds per call. On a GPU this
+# timed only up to $S = 4096$: beyond that the scores need 80 GiB at 8,192 (batch 4, 32 heads,
+# fp16 and fp32 copies) and more memory than the GPU has at 16,384. On a GPU this
 # cell takes a while (each of the ten problems is tuned first, for your kernel and for the
 # reference); in the interpreter it times a toy problem, which says nothing about GPU speed.
 
@@ -1020,7 +1026,8 @@ for causal in (False, True):
 
 # %% [markdown] id="cell-40"
 # TFLOP/s against sequence length, and at $S$ = `FOCUS_SEQ` the ladder from naive PyTorch up and the
-# roofline (on a GPU only: interpreter times say nothing about GPU speed):
+# roofline (the chart and the ladder on a GPU only; the roofline is drawn everywhere, and in the
+# interpreter its heights mean nothing):
 
 # %% id="cell-41" tags=["demo"]
 if not focus:
@@ -1126,7 +1133,15 @@ roofline.plot_roofline(shown,
 #   take grouped-query heads (`GROUP` query heads sharing one key/value head) and fewer queries
 #   than keys (`seq_q < seq_k`, the causal mask aligned to the end), because the course's general
 #   attention (`tilegym_edu/reference/flash.py`) runs on the same kernels. The grader passes one
-#   head count and one length: `GROUP` is 1 and `seq_q == seq_k`, so you may leave those out.
+#   head count and one length (`GROUP` is 1 and `seq_q == seq_k`), but the demonstration at the end
+#   of section 6 runs your backward on grouped-query heads: handle `GROUP` (each dk/dv program sums
+#   over the `GROUP` query heads of its key/value head) to see it work there.
+# - In both kernels `BLOCK_M` is a block of query rows and `BLOCK_N` a block of key rows: a dk/dv
+#   program owns `BLOCK_N` keys and streams `BLOCK_M`-row query blocks past them; a dq program owns
+#   `BLOCK_M` queries and streams `BLOCK_N` keys (the search spaces' pruning assumes so).
+# - As in Exercise 4, only allocation, views and copies may run in PyTorch during grading: compute
+#   $\delta$ in a kernel, and write every element of the gradients (fresh `torch.empty` tensors are
+#   filled with NaN when graded).
 #
 # `backward_definition` below is what the grader checks against: the formulas above in float64
 # PyTorch, from the `o` and `lse` it is given. Exercise 8a checks odd lengths, head_dim 16 to 128,
@@ -1135,7 +1150,9 @@ roofline.plot_roofline(shown,
 # heads, $S = 2048$, head_dim 64, causal, fp16. On an H200 the reference's backward took 0.59 ms
 # there and cuDNN's 0.55 ms: 0.93 of cuDNN's speed, and 1.5 times PyTorch's FlashAttention-2
 # backward (`benchmarks/attention_shapes.py`, docs/results/h200-2026-12-04-attention-backward.json;
-# 0.64 ms, 0.86 of cuDNN's, before the streamed blocks went by descriptors).
+# 0.64 ms, 0.86 of cuDNN's, before the streamed blocks went by descriptors). The graded cell, which
+# also times joining the three gradients into one tensor, measured 0.88 on 2026-12-05 (0.637
+# against 0.558 ms); it needs 0.55.
 
 # %% id="cell-44" nbgrader={"grade": false, "grade_id": "flash_backward_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/flash_backward.py flash_delta_kernel solution
@@ -1282,24 +1299,26 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 #   position $i + \mathrm{seq_k} - \mathrm{seq_q}$, so the one new query sees every key. A chunk
 #   of several new queries (chunked prefill) is the same with `seq_q > 1`.
 # - **Head sizes that are not powers of two** (80, 96, and up to 256): `tl.arange` needs a power of
-#   two, so the kernel pads the head to `BLOCK_D = triton.next_power_of_2(head_dim)` and masks the
-#   columns past `head_dim` in every load and store, in the kernel, not by padding tensors in
-#   Python.
+#   two, so the kernel pads the head to `BLOCK_D = block_d(head_dim)` (imported: the head size
+#   rounded up to a power of two, and at least 16, the least `tl.dot` takes) and masks the columns
+#   past `head_dim` in every load and store, in the kernel, not by padding tensors in Python.
 #
 # The idea that makes GQA and decoding fast is to let **one program serve a whole group**. Its
 # block of `BLOCK_M` rows holds the (query, head) pairs of the group's query heads, query-major:
 # row $r$ is query $r$ // `GROUP` of head `kv_head * GROUP + r % GROUP`. Every key/value block it
-# loads then serves `GROUP` query heads instead of one, and a decode step's `GROUP` queries fill
-# one block of 16 rows, where one query per program would leave 15 of 16 rows empty. Measured on
+# loads then serves `GROUP` query heads instead of one, and a decode step's `GROUP` queries share
+# one block of 16 rows (4 of them at `GROUP` 4), where one query per program would use only 1 of
+# its 16 rows. Measured on
 # an H200 (docs/results/h200-2026-12-01-attention-shapes.md), one decode step at batch 32 with 32
 # query heads and 8 key/value heads over a cache of 4096 took 0.298 ms with one program per query
 # head and **0.134 ms** with one per group: 1.09 times cuDNN's speed. The same kernel runs a chunk
 # of 512 queries over 4096 keys at 477 TFLOP/s, 1.5 times cuDNN (cuDNN gets the end-aligned mask
-# as an explicit bias there) and prefill at 0.72-0.93 of cuDNN.
+# as an explicit bias there) and prefill at 0.67-0.93 of cuDNN (0.72-0.93 up to head size 128).
 #
 # It also returns the log-sum-exp of each query's scores, $\mathrm{lse}_i = m_i + \log_2 \ell_i$:
 # the one number per query the backward pass of section 5 needs, so that your two kernels together
-# make a differentiable attention (the demonstration after the exercises trains through them).
+# make a differentiable attention (the demonstration after the exercises runs `loss.backward()`
+# through them and compares the gradients with PyTorch's).
 #
 # ## Exercise 9 (4 + 2 points): attention for every shape
 #
@@ -1314,15 +1333,26 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 #   of 16 and 32 rows for decoding) with `flash_problem(q, k, causal)` as the problem.
 # - Exercise 9b counts the bytes of a decode step (batch 1, 8 query heads in groups of 4, 64 cached
 #   keys, head_dim 32, fp16, `BLOCK_M = 16`): `q` once, each key/value head's `k` and `v` once,
-#   within 1.25 times that. One program per query head loads them 4 times.
+#   within 1.25 times that, and store exactly `o` and `lse` (float32), once each; its blocks are
+#   `BLOCK_M = BLOCK_N = 16`. One program per query head loads them 4 times.
+# - The reference's `flash_forward` also takes `space` (default `FLASH_SPACE`), the search space to
+#   tune over; its docstring names the reference's own, `FLASH_ORDER_SPACE`, which this notebook
+#   does not import. The grader passes none.
 #
 # The cell below has the reference's structure: `flash_blocks` (lesson 04's `attention_blocks` with
 # the head columns masked and the queries' positions passed in); `query_block` (a block's rows,
 # query-major, and its `q`), `key_bounds` (the keys it sees and where the masked blocks start) and
 # `store_rows` (its `o` and `lse`), which the course's flash decoding kernel shares;
-# `flash_forward_kernel`, `launch_flash_forward` and `flash_forward`. The reference also takes two
+# `flash_forward_kernel`, `launch_flash_forward` and `flash_forward`. The grader calls only
+# `flash_forward`: the helpers are one way to split the kernel. Write them as their docstrings say,
+# or fold them into `flash_forward_kernel`. Because rows are (query, head) pairs and `BLOCK_M` may
+# be smaller than `BLOCK_N` (16 against 64), lesson 4's rule for where the masked blocks start no
+# longer holds: they start at the key block holding the block's first query's position,
+# `start_m * BLOCK_M // GROUP + seq_k - seq_q`, rounded down to a multiple of `BLOCK_N`
+# (`key_bounds`). The reference also takes two
 # of the ideas that the optional last section measures: the scale folded into the exponent, and, for
-# heads of 128 columns or more, `k` and `v` read through tensor descriptors (lesson 03's TMA copies)
+# heads whose padded block `BLOCK_D` is 128 columns or more (head_dim 65 to 256), `k` and `v`
+# read through tensor descriptors (lesson 03's TMA copies)
 # wherever their rows follow one another: `kv_descriptors(k, v, BLOCK_N, block_d(head_dim))`
 # (imported, with `DESCRIPTORS_FROM_BLOCK_D`, the 128) makes them, or returns `None` where they
 # cannot be used. Its kernel also takes a configuration's `LONGEST_FIRST`: a 1-D grid whose programs
@@ -1538,7 +1568,8 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #
 # The course's reference forward (the solution of Exercise 9) now takes the first two: the scale
 # in the exponent everywhere, and k and v by host descriptors where the head's block is 128 columns
-# or wider (heads of 96 to 256). Tuned at level 1 and timed against cuDNN in one process on the
+# or wider (head_dim 65 to 256; measured at 96, 128 and 256). Tuned at level 1 and timed against
+# cuDNN in one process on the
 # H200 (2026-12-02, `benchmarks/attention_shapes.py`), that moved it from 0.77 to 0.78x cuDNN on
 # the first row, 0.78 to 0.81 causal, 0.72 to 0.74 on the fourth, 0.76 to 0.80 at head size 96 and
 # 0.67 to 0.71 at 256. At head size 64 the descriptors made it 3-4% slower (0.93 to 0.89), so there

@@ -121,7 +121,10 @@ print(inspect.getsource(Ops))
 # Every operation that does arithmetic goes through `ops`: `ops.matmul`, `ops.attention`,
 # `ops.rmsnorm`, `ops.rope_`, `ops.swiglu`. With `TORCH_OPS` (the default) they are PyTorch's; the
 # swap in section 5 passes your kernels instead, and the model code does not change. Only the
-# embedding lookup and the two residual additions stay in PyTorch.
+# embedding lookup and the two residual additions stay in PyTorch. Three more fields exist:
+# `cached_attention` (section 7), and `add_rmsnorm` and `matmul_swiglu`, fusions the course's
+# reference kernels supply; where they are `None`, as in yours, the model adds and then calls
+# `ops.rmsnorm`, and calls `ops.matmul` and then `ops.swiglu` (`add_and_norm`, `up_and_swiglu`).
 #
 # Two details of `attention` matter for kernels. First, `q`, `k` and `v` are **views** into the one
 # `qkv` tensor of shape (batch, seq, n_heads + 2 n_kv_heads, head_dim): nothing is copied out, so a
@@ -218,7 +221,7 @@ grading.assert_correct(rmsnorm, rmsnorm_reference, make_rmsnorm_inputs,
 # must reach the threshold printed, as a fraction of the copy's.
 #
 # What to expect, measured on an H200 (`benchmarks/capstone.py`, 2026-11-30): the reference solution
-# moved 3,924 GB/s, 0.99 of the copy's (0.96 to 0.97 in the graded cell, three runs); PyTorch's
+# moved 3,924 GB/s, 0.99 of the copy's (0.96 to 0.97 in the graded cell); PyTorch's
 # `rmsnorm_torch`, which runs as separate kernels that each read and write the whole tensor, 305
 # GB/s (0.08); `torch.compile` of the same function, which fuses it into one Triton kernel of its
 # own, 0.90.
@@ -263,9 +266,9 @@ grading.assert_bandwidth_fraction(rmsnorm, bandwidth_inputs(make_rmsnorm_inputs,
 # Write `rope_kernel` and `rope_(x, cos, sin)`, which rotates `x` **in place** and returns `x`:
 #
 # - `x` is (batch, seq, heads, head_dim), fp16 or fp32, with **any strides**, except that the last
-#   dimension is contiguous (stride 1): in the model it is a view into `qkv`. `head_dim` is 16 to
-#   128, so `head_dim / 2` is a power of two. `cos` and `sin` are float32 (at least seq, head_dim /
-#   2), rows contiguous, row `p` for position `p`.
+#   dimension is contiguous (stride 1): in the model it is a view into `qkv`. `head_dim` is a power
+#   of two from 16 to 128, so `head_dim / 2` is one too (`tl.arange` needs one). `cos` and `sin`
+#   are float32 (at least seq, head_dim / 2), rows contiguous, row `p` for position `p`.
 # - Write the rotated values back into `x` itself: no new tensor, no copy. The grader checks that
 #   the result is `x`, that `x` holds the rotated values, and that the rest of the tensor `x` is a
 #   view of is untouched.
@@ -276,7 +279,7 @@ grading.assert_bandwidth_fraction(rmsnorm, bandwidth_inputs(make_rmsnorm_inputs,
 # **Exercise 2b (1 point, needs a GPU)**, in the cell after the correctness check: `rope_` on q of a
 # prefill (8192 tokens x 32 heads x 128, fp16, a view into a wider tensor), against a copy of the
 # bytes it must move (x read once, written once). Measured on an H200: the reference solution 0.99
-# of the copy (0.92 to 0.93 in the graded cell); PyTorch's out-of-place rotation copied back into x,
+# of the copy (0.92 to 0.95 in the graded cell); PyTorch's out-of-place rotation copied back into x,
 # 0.06; `torch.compile` of it, 0.37.
 
 # %% id="cell-15" nbgrader={"grade": false, "grade_id": "rope_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -289,7 +292,7 @@ grading.assert_bandwidth_fraction(rmsnorm, bandwidth_inputs(make_rmsnorm_inputs,
 def make_rope_inputs(case, generator):
     """(x, cos, sin) for case = {"batch", "seq", "heads", "head_dim", "dtype"}: x standard normal;
     with case["view"] true, x is the middle `heads` heads of a tensor of heads + 3 (as q or k is a
-    view of the model's qkv); the tables for max(seq, 2) + 3 positions, as the model's are longer
+    view of the model's qkv); the tables for seq + 3 positions, as the model's are longer
     than seq."""
     B, S, H, D, dtype = case["batch"], case["seq"], case["heads"], case["head_dim"], case["dtype"]
     if case.get("view"):
@@ -381,7 +384,7 @@ grading.assert_bandwidth_fraction(rope_, [(x, cos, sin)], rope_reference, torch.
 #
 # **Exercise 3b (1 point, needs a GPU)**: `swiglu` on 16384 rows of hidden 4096 (h is 16384 x 8192,
 # fp16) against a copy of h's bytes plus y's. Measured on an H200: the reference solution 0.97 of
-# the copy (0.97 to 0.98 graded); PyTorch's `swiglu_torch` 0.12; `torch.compile` 1.01.
+# the copy (0.97 to 0.99 graded); PyTorch's `swiglu_torch` 0.12; `torch.compile` 1.01.
 
 # %% id="cell-20" nbgrader={"grade": false, "grade_id": "swiglu_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/llama_kernels.py swiglu_kernel solution
@@ -437,12 +440,15 @@ grading.assert_bandwidth_fraction(swiglu, bandwidth_inputs(make_swiglu_inputs, c
 # `matmul` of lesson 03 and `flash_attention` of lesson 04. **Paste your own code here**, four
 # solution cells whole, in this order: lesson 04's Exercises 4-6 (`attention_blocks`,
 # `flash_attention_kernel`, `launch_attention` and `flash_attention`) and its Exercise 9
-# (`flash_blocks`, `flash_forward_kernel`, `launch_flash_forward` and `flash_forward`, the attention
-# for every shape that section 7 decodes with), then lesson 03's Exercise 2 (`shared_memory_bytes`)
+# (`flash_blocks`, `query_block`, `key_bounds`, `store_rows`, `flash_forward_kernel`,
+# `launch_flash_forward` and `flash_forward`, the attention for every shape that section 7 decodes
+# with), then lesson 03's Exercise 2 (`shared_memory_bytes`)
 # and Exercise 3 (`matmul_kernel`, `fits`, `matmul_config`, `matmul` and, last, `MATMUL_SPACE`).
 # Their helpers are imported above: `tune`, `ELEMENT_BYTES`, `grouped_tile`, `ATTENTION_SPACE`,
 # `FLASH_SPACE` and the rest. If you did not finish those lessons, finish them first: the
-# course's reference kernels cannot stand in (inside a graded call they raise `LibraryShortcut`).
+# course's reference kernels cannot stand in (inside a graded call they raise `LibraryShortcut`,
+# the grader's error for a graded call that uses the course's or PyTorch's arithmetic instead of
+# your kernels).
 #
 # What the model asks of them, and Exercise 4a checks:
 #
@@ -523,7 +529,8 @@ grading.assert_correct(causal_attention, gqa_reference, make_gqa_inputs,
 # %% [markdown] id="cell-28"
 # ### The swap
 #
-# An `Ops` with your five functions, and the same model runs on them. Exercise 4b checks the logits
+# An `Ops` with your six functions (the sixth, `cached_attention`, for section 7), and the same
+# model runs on them. Exercise 4b checks the logits
 # against the PyTorch model run in float64 on the CPU, on fresh token sequences: relative error
 # $\lVert \text{yours} - \text{ref} \rVert / \lVert \text{ref} \rVert$ at most `MODEL_TOLERANCE`
 # (1e-2) in either dtype. That is looser than a single kernel's tolerance (3e-3) because the error
@@ -621,13 +628,13 @@ grading.assert_correct(run_on_your_kernels, model_reference, make_model_inputs,
 # nothing about GPU speed.
 #
 # What an H200 measured (`benchmarks/capstone.py` in a plain Python process, 2026-11-30; torch 2.11,
-# Triton 3.6; the course's reference kernels in place of yours; one prompt of 2048 tokens):
+# Triton 3.6; the lessons' reference solutions in place of yours; one prompt of 2048 tokens):
 #
 # | version | prefill | tokens/s | GPU time of its kernels |
 # | --- | --- | --- | --- |
 # | PyTorch eager | 6.98 ms | 293,515 | 6.06 ms |
 # | torch.compile | 3.50 ms | 585,087 | 3.21 ms |
-# | reference kernels | 3.74 ms | 547,128 | 3.45 ms |
+# | lesson solutions | 3.74 ms | 547,128 | 3.45 ms |
 #
 # By operation, in ms of GPU time (the graded run's profile): the matmuls took 2.44 on cuBLAS and
 # 2.66 on the reference kernel, attention 0.42 on cuDNN's FlashAttention and 0.48 on lesson 04's,
@@ -643,22 +650,24 @@ grading.assert_correct(run_on_your_kernels, model_reference, make_model_inputs,
 # batch 4 never reach memory), the residual add fused into the norm after it, and attention on
 # lesson 04's `flash_forward` with its programs **longest first**. The epilogue made the MLP's first
 # half 1.01-1.03x cuBLAS followed by `torch.compile`'s SwiGLU (0.572 against 0.590 ms in one run,
-# 0.628 against 0.635 in another, under a lower clock), yet with lesson 04's attention kernel the
-# whole prefill stayed at 0.95-0.98x `torch.compile` (batch 4: 14.15 against 13.50 ms): attention
-# took 2.08 ms a prefill against cuDNN's 1.66, 63 µs a call against 52. Each call is 16 heads of
+# 0.628 against 0.635 in another, under a lower clock), yet with the attention of lesson 04's
+# Exercise 9 (`flash_forward`) the whole prefill stayed at 0.95-0.98x `torch.compile` (batch 4:
+# 14.15 against 13.50 ms): attention took 2.08 ms a prefill against cuDNN's 1.66, 67 µs a call
+# against 52 (lesson 04's `flash_attention` was no faster: 63 µs). Each call is 16 heads of
 # one causal sequence of 2048, 256 to 512 programs for 132 SMs: a few waves, and in grid order a
 # head's query blocks run one after another, so the last heads' long blocks (a causal block sees
 # more keys the later it sits) start last and run alone at the end. Launched the other way round,
 # every head's last block first, the same kernel took 46.5 µs a call against cuDNN's 56.5 (63.7 in
 # grid order), and the prefill replayed from CUDA graphs went ahead of `torch.compile`: 3.34-3.40
-# against 3.44-3.51 ms at batch 1, 12.90-13.13 against 13.48-13.58 at batch 4 (1.03-1.05x, two
+# against 3.44-3.51 ms at batch 1, 12.90-13.13 against 13.48-13.58 at batch 4 (1.03-1.04x, two
 # runs). On bigger problems the same order was slower (B4 H32 S4096 D128: 1.40 against 1.31 ms,
 # a head's keys leave L2 between its blocks), so the tuner races both orders
 # (`flash.FLASH_ORDER_SPACE`). As plain calls batch 4 stayed ahead (13.21-13.39 against
 # 13.52-13.67 ms), but batch 1 did not: there the GPU waits for Python, which spends 160 µs
-# launching each attention call against SDPA's 50. Fusion wins where memory traffic is the cost;
-# once the matmuls dominate, the race is decided by the matmuls and attention themselves, and by
-# the order their programs run in.
+# launching each attention call against SDPA's 50 (109 µs, and 0.89x `torch.compile`, after a
+# later run's cheaper host path, docs/results/h200.md). Fusion wins where memory traffic is the
+# cost; once the matmuls dominate, the race is decided by the matmuls and attention themselves, and
+# by the order their programs run in.
 #
 # When four gradings ran this notebook, its timing cell measured eager at 7.8 to 13.9 ms and the
 # reference kernels at 4.0 to 9.2 ms: the GPU's work did not change (its profiles agree to 0.03 ms),
@@ -713,7 +722,9 @@ for name, run in versions.items():
 #
 # A prefill on your kernels is about 100 kernel launches, each from Python: a wrapper that checks
 # shapes, looks up its tuned configuration and calls Triton's launcher. On the H200 machine one
-# small PyTorch addition cost 11 to 25 µs of host time, and lesson 05's conv2d wrapper 88 to 102 µs.
+# small PyTorch addition cost 11 to 25 µs of host time, and the course's wrappers of this model
+# 35 to 43 µs (the elementwise kernels), 69 µs (`flash_attention`) and 72 to 110 µs (its matmuls;
+# 2026-12-04, docs/results/h200.md).
 # While the GPU is busier than that, the host runs ahead and the cost is hidden; when the host falls
 # behind, the GPU idles and the prefill takes longer than its kernels. The profile above counts
 # kernel time only, so compare its totals with the prefill times: the gap is time the GPU spent
@@ -749,13 +760,15 @@ bench.print_table(replayed, baseline="your kernels")
 
 # %% [markdown] id="cell-34"
 # **Exercise 4c (3 points, needs a GPU).** Your kernels must run the prefill at least as fast as
-# PyTorch eager (the threshold printed), timed interleaved on two prompts in this process, the timed
-# outputs checked against the model run in float32 by PyTorch (relative error at most 1e-2: fp16
-# through eight layers). On the H200 the reference solution measured 1.69x, and its logits differed
-# from float32's by 1.4e-3, as eager PyTorch's do in fp16. If you fall short, the profile above says
-# which operation costs more than PyTorch's: often a matmul whose configuration does not fit the
-# model's shapes (autotune at level 1 searches lesson 03's small list), or attention if your lesson
-# 04 kernel was tuned for other head sizes.
+# PyTorch eager (the threshold printed), timed interleaved on two prompts in this process, both
+# sides replayed from CUDA graphs, so the host's speed counts on neither: the ratio compares GPU
+# work. The timed outputs are checked against the model run in float32 by PyTorch (relative error
+# at most 1e-2: fp16 through eight layers). On the H200 the reference solution measured 1.74x
+# (1.73-1.77 in the gradings of 2026-12-01 to 12-05), and its logits differed from float32's by
+# 1.4e-3, as eager PyTorch's do in fp16. If you fall short, the profile above says which operation
+# costs more than PyTorch's: often a matmul whose configuration does not fit the model's shapes
+# (autotune at level 1 searches lesson 03's small list), or attention, if your `ATTENTION_SPACE`
+# lacks a good configuration for 4 x 4 heads of 2048 at head_dim 128.
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_model_vs_eager", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Exercise 4c: the model on your kernels is at least as fast as PyTorch eager (GPU only).
@@ -796,7 +809,7 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # new_tokens, ops)` decodes greedily (the most likely token each step). The weights are random, so
 # the tokens are not text: what matters here is that each step computes what a full pass over the
 # sequence so far would. **Exercise 5 (2 points)** checks exactly that, on fresh tokens: a prompt
-# through the cache, then a chunk of three tokens, then one token at a time, on your kernels, every
+# through the cache, then a chunk of three tokens, then the last token alone, on your kernels, every
 # position's logits against the PyTorch model run over the whole sequence in float64.
 #
 # Why decoding is a different problem from prefill: a step does 2 FLOPs per weight per sequence,
@@ -807,10 +820,12 @@ grading.assert_speedup(run_on_your_kernels, lambda tokens, m: m(tokens), input_s
 # each weight they read. The cell after the check times one step on PyTorch eager,
 # `torch.compile`, your kernels and the course's reference kernels (below), each replayed from a
 # CUDA graph (as serving engines run decoding), at batch 1 and 16 with 2040 tokens in the cache.
-# On an H200 (2026-12-01) the reference solution's step took 1.24 ms at batch 1, against 1.14 ms
-# eager and 0.51 ms compiled, and 0.90 ms at batch 16, against 1.43 and 0.64
-# (docs/results/h200.md): six times the 0.2 ms floor at batch 1. The matmuls are why: lesson 03's
-# tiles are 128 rows tall, and a decoding step brings one row per sequence, so most of each tile is
+# On an H200 (run 38, 2026-12-05, docs/results/h200.md) the lessons' kernels took 1.11 ms a step
+# at batch 1, against 1.01 eager and 0.50 compiled, and 0.87 ms at batch 16, against 1.27 and
+# 0.63: five and a half times the 0.2 ms floor at batch 1. (That run's row attended over the cache
+# with the course's flash decoding and fused the residual add into the norm; your `flash_forward`
+# and plain add may be slower.) The matmuls are why: lesson 03's tiles are 64 or 128 rows tall,
+# and a decoding step brings one row per sequence, so most of each tile is
 # wasted and a few programs walk the weights for the whole GPU. That is lesson 03's section 7
 # again: a small output wants its $K$ split.
 #
@@ -888,7 +903,7 @@ print("greedy, your kernels:", small.generate(prompt, 8, your_ops())[0, 8:].toli
 # install: `.venv/bin/pip install transformers` (and `accelerate` for large checkpoints). Without
 # either, the cell says so and skips. The rotary tables are taken from the checkpoint's own rotary
 # embedding, so checkpoints with scaled RoPE (Llama 3) work too; tied embeddings are handled; other
-# variants (biases in the projections, sliding windows) are not Llama and are refused.
+# variants (biases in the projections, sliding-window attention) are not Llama and are refused.
 
 # %% id="cell-37" tags=["demo"]
 CHECKPOINT = ""      # e.g. "/data/models/TinyLlama-1.1B-Chat-v1.0"
@@ -903,9 +918,10 @@ def llama_from_hf(hf, dtype):
                       hidden=c.intermediate_size, vocab=c.vocab_size,
                       max_seq=min(c.max_position_embeddings, 4096), eps=c.rms_norm_eps)
     has_bias = getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False)
-    if has_bias or cfg.head_dim * cfg.n_heads != c.hidden_size:
-        raise ValueError("this checkpoint is not plain Llama (biases, or another head size): "
-                         "not supported here")
+    windowed = getattr(c, "sliding_window", None) is not None
+    if has_bias or windowed or cfg.head_dim * cfg.n_heads != c.hidden_size:
+        raise ValueError("this checkpoint is not plain Llama (biases, a sliding window, or another "
+                         "head size): not supported here")
     # a placeholder model: its configuration and weights are replaced below
     ours = Llama(LlamaConfig(dim=16, n_layers=0, n_heads=1, n_kv_heads=1, hidden=1, vocab=1,
                              max_seq=1), dtype)
