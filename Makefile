@@ -74,9 +74,11 @@ $(BIN)/.cluster: $(BIN)/.installed
 # JupyterHub, and its proxy from the npm registry into .venv/hub-proxy, for the end-to-end test
 # of a class on a hub (tests/browser/test_jupyterhub.py: 52-55 s on 2 cores, the install 11 s
 # more; part of `make test`, which took 10 min 38 s with it from a fresh clone on 2 cores on
-# 2026-12-05, 569 s of it tests; 20 min 17 s on 2026-12-03, 23 min 34 s that morning before the
-# lesson grading pool ran in the background). Without npm, or where the registry cannot be reached, the install says
-# so and the test skips with that reason.
+# 2026-12-05, 569 s of it tests, and 14 min 57 s (816 s of tests) later that day on the same
+# machine, where one test took 27-33 s alone at both commits: the machine's speed varies; 20 min
+# 17 s on 2026-12-03, 23 min 34 s that morning before the lesson grading pool ran in the
+# background). Without npm, or where the registry cannot be reached, the install says so and the
+# test skips with that reason.
 $(BIN)/.hub: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[hub]"
 	@if ! command -v npm >/dev/null; then \
