@@ -481,7 +481,8 @@ def gpu_measure(launch: Callable[[Config], object],
     against the bar, and a slow host pushed launches of short kernels over it. Their race was
     then timed as plain launches, whose samples hold the host's Python: on the H200 of run 37
     (2026-12-04) a decoding step's products were probably raced so (inferred from its log), and
-    lesson 03's pipelined kernel ran them at 1.7x the skinny kernel's GPU time.
+    lesson 03's pipelined kernel ran them at 1.7x the skinny kernel's GPU time; raced as graphs
+    in run 38 (2026-12-05), the skinny kernel won them again.
 
     Why one decision a race: bench.compare decides per function and per call, and the race
     called it once a round, so one round could mix both ways and two rounds could time one
