@@ -97,29 +97,30 @@ def _samples(launch, as_graphs):
     return [s for t in result.trials for s in t.samples_ms]
 
 
-def test_a_short_kernel_behind_a_slow_hosts_python_is_raced_on_its_gpu_time():
-    """A launch that spends 2 ms in Python before a kernel of a few microseconds: the race
-    decides from the kernel's GPU time (bench.gpu_time_ms) and replays graphs. It used to decide
-    from the host time, 2 ms, and time plain launches whose samples all held the sleep: on run
-    37's slow host (2026-12-04) a decoding step's products were probably ranked so."""
-    x = torch.randn(1 << 16, device="cuda")
+def _behind_slow_python(elements: int):
+    """launch(config): 2 ms of Python (a sleep), then one kernel scaling ``elements`` floats by
+    config["SCALE"]."""
+    x = torch.randn(elements, device="cuda")
     y = torch.empty_like(x)
 
     def launch(config):
         time.sleep(0.002)
         torch.mul(x, config["SCALE"], out=y)
-    assert max(_samples(launch, as_graphs=False)) < 0.5
+    return launch
+
+
+def test_a_short_kernel_behind_a_slow_hosts_python_is_raced_on_its_gpu_time():
+    """A launch that spends 2 ms in Python before a kernel of a few microseconds: the race
+    decides from the kernel's GPU time (bench.gpu_time_ms) and replays graphs. It used to decide
+    from the host time, 2 ms, and time plain launches whose samples all held the sleep: on run
+    37's slow host (2026-12-04) a decoding step's products were probably ranked so."""
+    assert max(_samples(_behind_slow_python(1 << 16), as_graphs=False)) < 0.5
 
 
 def test_a_race_told_to_time_graphs_times_even_a_long_kernel_so():
     """race_as_graphs: a kernel of about 0.25 ms of GPU time (over the 0.1 ms bar) behind 2 ms
     of Python is raced on its GPU time; raced the usual way, as plain launches, every sample
     holds the host's 2 ms."""
-    x = torch.randn(1 << 27, device="cuda")
-    y = torch.empty_like(x)
-
-    def launch(config):
-        time.sleep(0.002)
-        torch.mul(x, config["SCALE"], out=y)
+    launch = _behind_slow_python(1 << 27)
     assert max(_samples(launch, as_graphs=True)) < 1.0
     assert min(_samples(launch, as_graphs=False)) > 1.5
