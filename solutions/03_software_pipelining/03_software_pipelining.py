@@ -600,8 +600,9 @@ else:
 # * **A progress bar** while it works. In interpreter mode there is nothing to time: `autotune`
 #   returns the default configuration and says so.
 # * **Not inside a correctness check**: `grading.assert_correct` runs your calls under
-#   `tune.defaults_only()`, where `autotune` returns the space's default (or the first candidate
-#   that fits) without a search. Correctness must not depend on which configuration won.
+#   `tune.defaults_only()`, where `autotune` searches nothing: a problem tuned before keeps its
+#   cached winner, any other runs the space's default (or the first candidate that fits).
+#   Correctness must not depend on which configuration won.
 #
 # The course's search space for the pipelined kernel, `reference.PIPELINED_SPACE`, at each level,
 # pruned for a 4096³ fp16 problem on your GPU (or an H200 without one):
@@ -972,12 +973,12 @@ print(tune.kernel_source(reference.persistent_matmul_kernel))
 # Correctness is graded wherever tensor descriptors run: in the interpreter (with a Triton recent
 # enough to have them), and on GPUs of compute capability 9.0 or newer; on older GPUs this cell says
 # *needs GPU*. The shapes have rows TMA can read, and $M$, $N$, $K$ that are not multiples of the
-# blocks; the fp16 checks pass `config=None`, which inside a correctness check runs your space's
-# default configuration (checks never tune: `tune.defaults_only`), the fp32 ones pass `FP32_TILES`
-# (defined below), a
-# configuration whose doubled fp32 buffers (128 KiB) fit every Hopper GPU, so the fp32 checks run
-# the same tiles everywhere. The timed check compares your kernel with cuBLAS at 8192 × 8192 × 512
-# in fp16, the short-$K$ shape where persistence pays most.
+# blocks; the fp16 checks pass `config=None`, which inside a correctness check runs a cached
+# winner or your space's default (checks never tune: `tune.defaults_only`), the fp32 ones pass
+# `FP32_TILES` (defined below), a configuration whose doubled fp32 buffers (128 KiB) fit every
+# Hopper GPU, so the fp32 checks run the same tiles everywhere. The timed check compares your
+# kernel with cuBLAS at 8192 × 8192 × 512 in fp16, the short-$K$ shape where persistence pays
+# most.
 
 # %% id="cell-44" nbgrader={"grade": false, "grade_id": "persistent_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/pipelined.py persistent_matmul_kernel solution

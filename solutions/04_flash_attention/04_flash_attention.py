@@ -47,13 +47,12 @@
 #
 # `import tilegym_edu` comes first, as always. From the course's reference module this lesson
 # imports the baseline (`naive_attention`), two constants, an input validator, and the autotuner's
-# search space for attention with the problem description it is keyed on, and what the backward
-# pass of section 5 needs besides its kernels (two search spaces, a problem description, the tuning
-# loop and a stride helper), and, for section 6, the general forward's search space, problem
-# description, input validator and descriptor helpers; the kernels are yours to write. Sizes come
-# from `device.size`: the
-# comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU (the attention of a
-# Llama-7B-sized model), and at a toy size in the interpreter.
+# search space for attention with the problem description it is keyed on, and what the backward pass
+# of section 5 needs besides its kernels (two search spaces, a problem description, the tuning loop
+# and a stride helper), and, for section 6, the general forward's search space, problem description,
+# input validator and descriptor helpers; the kernels are yours to write. Sizes come from
+# `device.size`: the comparisons at the end run at batch 4 with 32 heads of head_dim 128 on a GPU
+# (the attention of a Llama-7B-sized model), and at a toy size in the interpreter.
 
 # %% id="cell-02" nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import tilegym_edu  # noqa: F401  (first: decides GPU or interpreter mode before triton is imported)
@@ -1303,17 +1302,16 @@ grading.assert_ratio(fastest.median_ms / yours.median_ms, limit)
 #   rounded up to a power of two, and at least 16, the least `tl.dot` takes) and masks the columns
 #   past `head_dim` in every load and store, in the kernel, not by padding tensors in Python.
 #
-# The idea that makes GQA and decoding fast is to let **one program serve a whole group**. Its
-# block of `BLOCK_M` rows holds the (query, head) pairs of the group's query heads, query-major:
-# row $r$ is query $r$ // `GROUP` of head `kv_head * GROUP + r % GROUP`. Every key/value block it
-# loads then serves `GROUP` query heads instead of one, and a decode step's `GROUP` queries share
-# one block of 16 rows (4 of them at `GROUP` 4), where one query per program would use only 1 of
-# its 16 rows. Measured on
-# an H200 (docs/results/h200-2026-12-01-attention-shapes.md), one decode step at batch 32 with 32
-# query heads and 8 key/value heads over a cache of 4096 took 0.298 ms with one program per query
-# head and **0.134 ms** with one per group: 1.09 times cuDNN's speed. The same kernel runs a chunk
-# of 512 queries over 4096 keys at 477 TFLOP/s, 1.5 times cuDNN (cuDNN gets the end-aligned mask
-# as an explicit bias there) and prefill at 0.67-0.93 of cuDNN (0.72-0.93 up to head size 128).
+# The idea that makes GQA and decoding fast is to let **one program serve a whole group**. Its block
+# of `BLOCK_M` rows holds the (query, head) pairs of the group's query heads, query-major: row $r$
+# is query $r$ // `GROUP` of head `kv_head * GROUP + r % GROUP`. Every key/value block it loads then
+# serves `GROUP` query heads instead of one, and a decode step's `GROUP` queries share one block of
+# 16 rows (4 of them at `GROUP` 4), where one query per program would use only 1 of its 16 rows.
+# Measured on an H200 (docs/results/h200-2026-12-01-attention-shapes.md), one decode step at batch
+# 32 with 32 query heads and 8 key/value heads over a cache of 4096 took 0.298 ms with one program
+# per query head and **0.134 ms** with one per group: 1.09 times cuDNN's speed. The same kernel runs
+# a chunk of 512 queries over 4096 keys at 477 TFLOP/s, 1.5 times cuDNN (cuDNN gets the end-aligned
+# mask as an explicit bias there) and prefill at 0.67-0.93 of cuDNN (0.72-0.93 up to head size 128).
 #
 # It also returns the log-sum-exp of each query's scores, $\mathrm{lse}_i = m_i + \log_2 \ell_i$:
 # the one number per query the backward pass of section 5 needs, so that your two kernels together
@@ -1566,15 +1564,14 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 #   the others only compute, FlashAttention-3's first idea). In Triton 3.6 on Hopper it did not
 #   compile for 4-warp configurations, and where it compiled it lost to every variant without it.
 #
-# The course's reference forward (the solution of Exercise 9) now takes the first two: the scale
-# in the exponent everywhere, and k and v by host descriptors where the head's block is 128 columns
-# or wider (head_dim 65 to 256; measured at 96, 128 and 256). Tuned at level 1 and timed against
-# cuDNN in one process on the
-# H200 (2026-12-02, `benchmarks/attention_shapes.py`), that moved it from 0.77 to 0.78x cuDNN on
-# the first row, 0.78 to 0.81 causal, 0.72 to 0.74 on the fourth, 0.76 to 0.80 at head size 96 and
-# 0.67 to 0.71 at 256. At head size 64 the descriptors made it 3-4% slower (0.93 to 0.89), so there
-# it keeps its pointers, and the folded scale alone took it from 0.93 to **0.97x** cuDNN
-# (non-causal) and from 0.92 to 0.95x (B8 H16 S2048, causal).
+# The course's reference forward (the solution of Exercise 9) now takes the first two: the scale in
+# the exponent everywhere, and k and v by host descriptors where the head's block is 128 columns or
+# wider (head_dim 65 to 256; measured at 96, 128 and 256). Tuned at level 1 and timed against cuDNN
+# in one process on the H200 (2026-12-02, `benchmarks/attention_shapes.py`), that moved it from 0.77
+# to 0.78x cuDNN on the first row, 0.78 to 0.81 causal, 0.72 to 0.74 on the fourth, 0.76 to 0.80 at
+# head size 96 and 0.67 to 0.71 at 256. At head size 64 the descriptors made it 3-4% slower (0.93 to
+# 0.89), so there it keeps its pointers, and the folded scale alone took it from 0.93 to **0.97x**
+# cuDNN (non-causal) and from 0.92 to 0.95x (B8 H16 S2048, causal).
 #
 # None of them reaches cuDNN in Triton. The gap is not in the algorithm you wrote: lesson 07 writes
 # the same forward in cuTile, whose compiler makes these choices itself, and on the same H200 it

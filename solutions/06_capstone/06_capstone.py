@@ -722,13 +722,12 @@ for name, run in versions.items():
 #
 # A prefill on your kernels is about 100 kernel launches, each from Python: a wrapper that checks
 # shapes, looks up its tuned configuration and calls Triton's launcher. On the H200 machine one
-# small PyTorch addition cost 11 to 25 µs of host time, and the course's wrappers of this model
-# 35 to 43 µs (the elementwise kernels), 69 µs (`flash_attention`) and 72 to 110 µs (its matmuls;
-# 2026-12-04, docs/results/h200.md).
-# While the GPU is busier than that, the host runs ahead and the cost is hidden; when the host falls
-# behind, the GPU idles and the prefill takes longer than its kernels. The profile above counts
-# kernel time only, so compare its totals with the prefill times: the gap is time the GPU spent
-# waiting.
+# small PyTorch addition cost 11 to 25 µs of host time, and the course's wrappers of this model 35
+# to 43 µs (the elementwise kernels), 69 µs (`flash_attention`) and 72 to 110 µs (its matmuls;
+# 2026-12-04, docs/results/h200.md). While the GPU is busier than that, the host runs ahead and the
+# cost is hidden; when the host falls behind, the GPU idles and the prefill takes longer than its
+# kernels. The profile above counts kernel time only, so compare its totals with the prefill times:
+# the gap is time the GPU spent waiting.
 #
 # A **CUDA graph** removes the host from the loop: it records the launches of one call once, and a
 # replay relaunches all of them with a single call, with the same arguments and the same memory. The
