@@ -12,6 +12,7 @@ import sqlite3
 
 import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
 from tilegym_edu import autograde, classroom, course, sandbox, submission
 
@@ -106,6 +107,10 @@ def test_deleted_duplicated_and_added_graded_cells_and_extra_notebooks(tmp_path)
     assert results["test_double"].points == 2
     assert (results["test_zero"].points == 0
             and "deleted from your notebook" in results["test_zero"].reason)
+    # what an instructor sees: nbgrader restored the cell's source, so autograde zeroes it
+    with Gradebook(course.gradebook_url(root)) as gradebook:
+        grade = gradebook.find_grade("test_zero", "tiny", "tiny", "structure")
+        assert grade.score == 0 and grade.max_score == 3
     notes = " ".join(report.notes)
     assert "scratch.ipynb is not part of lesson tiny: ignored" in notes
     assert ("`test_double` appears 2 times" in notes

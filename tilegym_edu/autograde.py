@@ -50,7 +50,11 @@ def _forget_submission(root: Path, lesson: str, student: str) -> None:
 
 
 def _zero_missing(root: Path, lesson: str, student: str, notebook: str, missing: set[str]) -> None:
-    """Graded cells the learner deleted score 0 in the gradebook too."""
+    """Graded cells the learner deleted score 0 in the gradebook too. They cannot be made to
+    fail in the notebook before the run, as the stock route does
+    (:func:`tilegym_edu.submission.fail_deleted_cells`, after nbgrader's own preprocessors):
+    nbgrader's autograde restores a graded cell's source from the gradebook (its
+    OverwriteCells step), and the restored test passes."""
     if not missing:
         return
     with Gradebook(gradebook_url(root)) as gradebook:
