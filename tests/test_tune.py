@@ -224,6 +224,58 @@ def test_cache_is_keyed_by_kernel_source_problem_level_and_space():
     assert tuned().from_cache
 
 
+#: a kernel module whose helper and constant the tests vary: {body} is the helper's return
+KERNEL_MODULE = """
+import triton
+import triton.language as tl
+
+SCALE = {scale}
+
+
+@triton.jit
+def helper(x):
+    return {body}
+
+
+@triton.jit
+def kernel(p):
+    tl.store(p, tl.sum(helper(tl.load(p + tl.arange(0, 4))) * SCALE, axis=0))
+"""
+
+
+def kernel_module(folder, name, scale=2, body="x * 2"):
+    """The module KERNEL_MODULE makes, written to folder/name.py and imported (inspect needs
+    its file)."""
+    import importlib.util
+    path = folder / f"{name}.py"
+    path.write_text(KERNEL_MODULE.format(scale=scale, body=body))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cache_keys_cover_the_helpers_a_kernel_calls_and_the_constants_it_reads(tmp_path):
+    plain = kernel_module(tmp_path, "plain")
+    keyed = tune.keyed_source(plain.kernel)
+    assert "def helper" in keyed and "SCALE = 2" in keyed
+    assert "def sum" not in keyed          # Triton's own jit functions come with its version
+    assert tune.keyed_source(kernel_module(tmp_path, "same").kernel) == keyed
+    assert tune.keyed_source(kernel_module(tmp_path, "helper", body="x * 3").kernel) != keyed
+    assert tune.keyed_source(kernel_module(tmp_path, "scale", scale=3).kernel) != keyed
+    group = tune.KernelGroup("both", (plain.kernel, kernel_a))
+    assert tune.keyed_source(group) == keyed + "\n" + tune.kernel_source(kernel_a)
+
+    gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
+
+    def tuned(module):
+        return tune.autotune(module.kernel, PROBLEM, SPACE, lambda c: None, measure=gpu,
+                             progress=False)
+    tuned(plain)
+    assert tuned(kernel_module(tmp_path, "again")).from_cache
+    assert not tuned(kernel_module(tmp_path, "edited", body="x * 3")).from_cache
+
+
 def test_cache_false_searches_again():
     gpu = SyntheticGPU({cfg(64): 1.0, cfg(128): 0.5, cfg(32): 2.0})
     tune.autotune(kernel_a, PROBLEM, SPACE, lambda c: None, measure=gpu, progress=False)

@@ -22,7 +22,8 @@ How a search goes (:func:`autotune`):
 4. **Caching**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
    level, candidate list and race rules (RACE_RULES, and whether the race was told to time
    CUDA graphs), in memory and in ``$TILEGYM_CACHE_DIR/tune.json``: a second run,
-   even in a new process, costs nothing. Change the kernel and it tunes again.
+   even in a new process, costs nothing. Change the kernel, a helper it calls or a constant
+   it reads, and it tunes again.
 
 Clocks are read before and after (never set). In interpreter mode there is nothing to time:
 :func:`autotune` returns the default configuration and says so, unless it is given a
@@ -42,6 +43,7 @@ import math
 import os
 import statistics
 import time
+import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
@@ -316,9 +318,67 @@ def kernel_source(kernel: object) -> str:
     return src if isinstance(src, str) else inspect.getsource(getattr(kernel, "fn", kernel))
 
 
+def _jit_function(obj: object) -> types.FunctionType | None:
+    """The Python function under a @triton.jit or Gluon wrapper (compiled or interpreted) of
+    code outside Triton, else None: Triton's own jit functions (tl.sum, say) come with its
+    version, which cache keys name."""
+    fn = getattr(obj, "fn", None)
+    if (inspect.isfunction(fn) and type(obj).__module__.startswith("triton.")
+            and not fn.__module__.startswith("triton.")):
+        return fn
+    return None
+
+
+def _referenced(fn: types.FunctionType) -> Iterator[tuple[str, object]]:
+    """(name, value) of each global or closure name fn's code reads, and ``module.name`` for
+    each name of its code that a module it reads has (``helpers.step``; a name that is some
+    other object's attribute there too only makes the key stricter), in the code's order."""
+    code = fn.__code__
+    space = dict(fn.__globals__)
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        with contextlib.suppress(ValueError):   # a closure cell not yet filled
+            space[name] = cell.cell_contents
+    for name in code.co_names + code.co_freevars:
+        if name not in space:
+            continue
+        value = space[name]
+        yield name, value
+        if isinstance(value, types.ModuleType):
+            yield from ((f"{name}.{attr}", getattr(value, attr)) for attr in code.co_names
+                        if attr != name and hasattr(value, attr))
+
+
+def keyed_source(kernel: object) -> str:
+    """What a cached result of ``kernel`` is keyed on: its source (each kernel's, for a
+    KernelGroup; a host function's own), the source of every @jit function it calls,
+    transitively, and the values of the constants (numbers, strings, constexprs) they read
+    from their modules. A change to a helper the kernel calls tunes again, as a change to the
+    kernel does."""
+    if isinstance(kernel, KernelGroup):
+        return "\n".join(keyed_source(k) for k in kernel.kernels)
+    parts: dict[str, None] = {}   # in order, each once
+    seen: set[int] = set()
+
+    def visit(obj: object) -> None:
+        fn = _jit_function(obj)
+        if fn is None or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        parts[kernel_source(obj)] = None
+        for name, value in _referenced(fn):
+            if isinstance(value, (bool, int, float, str, triton.language.constexpr)):
+                parts[f"{name} = {value!r}"] = None
+            else:
+                visit(value)
+
+    visit(kernel)
+    return "\n".join(parts) if parts else kernel_source(kernel)
+
+
 class KernelGroup:
-    """Several kernels tuned as one (a racing entry point's paths): its name, and the source of
-    every kernel it may run, which is what a cached result is keyed on."""
+    """Several kernels tuned as one (a racing entry point's paths): its name, and every kernel
+    (or host function) it may run, whose sources a cached result is keyed on
+    (:func:`keyed_source`)."""
 
     def __init__(self, name: str, kernels: Sequence[object]):
         self.__name__, self.kernels = name, tuple(kernels)
@@ -349,11 +409,11 @@ RACE_RULES = 2
 
 def cache_key(kernel: object, problem: Mapping[str, object], level: int,
               configs: Sequence[Config], as_graphs: bool = False) -> str:
-    """What a cached result depends on: GPU, driver, Triton, kernel source, problem, level,
-    the candidates (a changed search space tunes again), RACE_RULES and whether the race was
-    told to time graphs (autotune's ``race_as_graphs``: a winner of a race timed otherwise is
-    not one of it)."""
-    digest = hashlib.sha256(kernel_source(kernel).encode()).hexdigest()[:16]
+    """What a cached result depends on: GPU, driver, Triton, kernel source (its helpers'
+    too: :func:`keyed_source`), problem, level, the candidates (a changed search space tunes
+    again), RACE_RULES and whether the race was told to time graphs (autotune's
+    ``race_as_graphs``: a winner of a race timed otherwise is not one of it)."""
+    digest = hashlib.sha256(keyed_source(kernel).encode()).hexdigest()[:16]
     space = hashlib.sha256(repr(configs).encode()).hexdigest()[:12]
     shape = ",".join(f"{k}={problem[k]}" for k in sorted(problem))
     return (f"{_device_identity()} | {kernel_name(kernel)} {digest} | {shape} "

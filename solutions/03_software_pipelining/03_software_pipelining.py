@@ -594,8 +594,8 @@ else:
 # * **A cache**: the winner is stored per GPU, driver, Triton version, kernel source, problem,
 #   level, candidate list, the race's rules and whether it was told to time graphs
 #   (`race_as_graphs`), in memory and on disk (`tune.cache_path()`):
-#   the second call for the same problem, even in a new process, is a lookup. Change the kernel and
-#   it tunes again.
+#   the second call for the same problem, even in a new process, is a lookup. Change the kernel,
+#   a `@triton.jit` helper it calls or a constant it reads, and it tunes again.
 # * **Clocks are read, never set**: the table reports the SM clock before and after the search.
 # * **A progress bar** while it works. In interpreter mode there is nothing to time: `autotune`
 #   returns the default configuration and says so.
