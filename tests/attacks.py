@@ -36,6 +36,24 @@ ATTACKS = [
     Attack(1, "own_equality", "class Equal:\n    def __eq__(self, other):\n        return True",
            "class"),
     Attack(1, "metaclass", "class Sneaky(metaclass=type):\n    pass", "class"),
+    Attack(5, "html_in_the_feedback", "class Banner:\n    def _repr_html_(self):\n"
+                                      "        return '<script>document.title = 1</script>'",
+           "class"),
+    # the red team of 2026-12-05: a module passed on (then `m.sys.modules` reaches anything),
+    # a module's table changed, a loop writing an attribute, the guard's names shadowed
+    Attack(1, "module_behind_a_parameter",
+           "def modules_of(m):\n    return m.sys.modules\n"
+           "found = modules_of(torch.nn.functional.torch)",
+           "attribute"),
+    Attack(1, "module_table", "from tilegym_edu import check\n"
+                              "check.TOLERANCES[torch.float16] = 1.0", "assign"),
+    Attack(1, "imported_table", "from tilegym_edu.check import TOLERANCES\n"
+                                "TOLERANCES.update({{torch.float16: 1.0}})", "assign"),
+    Attack(1, "loop_target_attribute", "def f(self):\n    for self.equal in [1]:\n        pass",
+           "assign"),
+    Attack(1, "shadow_the_write_guard", "def f(__tilegym_setattr__):\n    return 1", "name"),
+    Attack(1, "the_shell_by_attribute", "def shell_of(m):\n    return m.get_ipython()",
+           "attribute"),
     # 2. escape the shortcut guard
     Attack(2, "dispatch_off",
            "from torch.utils._python_dispatch import _disable_current_modes", "import"),
@@ -65,6 +83,8 @@ ATTACKS = [
            "attribute"),
     Attack(3, "inspect", "import inspect", "import"),
     Attack(3, "unwrapped", "raw = print.__wrapped__", "attribute"),
+    Attack(3, "kernel_globals", "def globals_of(kernel):\n    return kernel.used_global_vals",
+           "attribute"),
     # 5. write what it must not (a measured figure in the grade table included)
     Attack(5, "forged_figure",
            "tilegym_edu.figures.emit(tilegym_edu.figures.ratio(9.0, 0.5, 'x', 'y'))", "attribute"),
@@ -77,6 +97,9 @@ ATTACKS = [
     Attack(5, "dunder_import", "__import__('os').system('true')", "name"),
     Attack(5, "eval", "eval(\"__import__('os')\")", "name"),
     Attack(5, "exec", "exec('x = 1')", "name"),
+    Attack(5, "string_annotation", "import typing\n"
+                                   "def payload(x: \"(exec('x = 1'), int)[1]\"):\n    return x\n"
+                                   "typing.get_type_hints(payload)", "annotation"),
     # 6. the kernel: dying or refusing to stop (these are also run, in tests/test_structure.py)
     Attack(6, "exit", "exit()", "name"),
     Attack(6, "ignores_interrupts", "try:\n    pass\nexcept KeyboardInterrupt:\n    pass",

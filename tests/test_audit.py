@@ -9,6 +9,7 @@ import copy
 import importlib
 import re
 import tempfile
+import types
 from pathlib import Path
 
 import nbformat
@@ -16,7 +17,7 @@ import pytest
 
 from tests.attacks import ATTACKS
 from tests.conftest import REPO
-from tilegym_edu import audit, submission
+from tilegym_edu import audit, submission, write_guard
 
 LESSONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 #: (lesson, learner function) of every graded kernel exercise
@@ -71,7 +72,8 @@ def test_every_attack_is_refused_and_the_honest_code_of_its_cell_still_runs(
     [graded] = [c for c in prepared.notebook.cells
                 if c.metadata.get("nbgrader", {}).get("grade_id")
                 == cell.metadata.nbgrader.grade_id]
-    assert graded.source.rstrip().endswith(")") and "raise SubmissionRefused(" in graded.source
+    ran = graded.source.removesuffix(write_guard.mark(""))    # the cell, less the guard's marker
+    assert ran.rstrip().endswith(")") and "raise SubmissionRefused(" in ran
     if attack.rule != "syntax":          # a cell that is not Python runs nothing of itself
         assert graded.source.startswith(honest), "the honest statements were left out too"
     assert prepared.refused
@@ -173,7 +175,7 @@ def test_structure_deleted_duplicated_and_added_graded_cells():
     assert any("`my_bonus` is not part of the lesson" in n for n in prepared.notes)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in prepared.notebook.cells]
     kept = [c for c in release.cells if not submission.is_demonstration(c)]
-    assert len(prepared.notebook.cells) == len(kept) + 1     # + the extra cell's code
+    assert len(prepared.notebook.cells) == len(kept) + 2     # + the extra cell, the guard's
     assert ids.count("silu_mul_solution") == 1 and "my_bonus" not in ids and "test_bytes" in ids
     assert sum(1 for c in prepared.notebook.cells if submission.is_graded(c)) == 3
 
@@ -207,3 +209,19 @@ def test_every_module_of_the_package_a_learner_may_not_import_is_also_out_of_rea
                if f"tilegym_edu.{name}" not in audit.ALLOWED_IMPORTS
                and f"tilegym_edu.{name}" not in audit.FORBIDDEN_MODULE_PARTS]
     assert not missing, f"add to audit.FORBIDDEN_MODULE_PARTS (or ALLOWED_IMPORTS): {missing}"
+
+
+def test_the_modules_a_learner_may_import_hold_no_table_their_code_could_change():
+    """The audit refuses `check.TOLERANCES[...] = ...` as written; a table passed on first
+    (`t = check.TOLERANCES; t[...] = ...`) is stopped by the table itself, read-only: the red
+    team of 2026-12-05 found the tolerances writable, which let any wrong kernel pass."""
+    writable = []
+    for name in sorted(m for m in audit.ALLOWED_IMPORTS if m.startswith("tilegym_edu.")):
+        module = importlib.import_module(name)
+        for attribute in vars(module):
+            value = getattr(module, attribute)
+            if attribute.startswith("_") or isinstance(value, (type, types.ModuleType)):
+                continue
+            if isinstance(value, (set, bytearray)) or hasattr(type(value), "__setitem__"):
+                writable.append(f"{name}.{attribute}")
+    assert not writable, f"make these read-only (types.MappingProxyType, tuple): {writable}"

@@ -104,18 +104,19 @@ def test_one_exercise_runs_with_the_cells_it_needs_and_no_other_test():
     theirs = _solved()
     prepared = submission.prepare(LESSON, theirs, exercises=["test_f"])
     kept = [submission._key(c) for c in prepared.notebook.cells]
-    assert kept == ["setup", "f_solution", "helpers", "test_f"]
+    assert kept == [submission.SETUP_ID, "setup", "f_solution", "helpers", "test_f"]
     assert prepared.missing == set()
     # test_h reads `limit`, which only test_g binds: test_g is kept for it
     kept = [submission._key(c)
             for c in submission.prepare(LESSON, theirs, ["test_h"]).notebook.cells]
-    assert kept == ["setup", "f_solution", "helpers", "test_g", "test_h"]
+    assert kept == [submission.SETUP_ID, "setup", "f_solution", "helpers", "test_g", "test_h"]
 
 
 def test_several_exercises_run_with_what_each_needs():
     prepared = submission.prepare(LESSON, _solved(), exercises=["test_f", "test_h"])
     kept = [submission._key(c) for c in prepared.notebook.cells]
-    assert kept == ["setup", "f_solution", "helpers", "test_f", "test_g", "test_h"]
+    assert kept == [submission.SETUP_ID, "setup", "f_solution", "helpers", "test_f", "test_g",
+                    "test_h"]
 
 
 def test_an_unknown_exercise_is_refused():

@@ -18,22 +18,28 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``name``: builtins that reach around Python's rules (``exec``, ``eval``, ``open``,
   ``getattr``, ``globals``, ``vars``, ``type`` ...), IPython's ``get_ipython``, ``In``, ``Out``
   and history names (``_i3``, ``_``), dunder names, the grader's module;
-* ``attribute``: dunder and private (``_x``) attributes, frame and traceback attributes
+* ``attribute``: a module as a value (``f(torch.nn.functional)``: use its attributes),
+  dunder and private (``_x``) attributes, frame and traceback attributes
   (``gi_frame``, ``f_back`` ...), ways out of torch (``.tolist()``, ``.numpy()``, ``.item()``,
   ``torch.tensor``, ``torch.from_numpy``), hooks and global switches (``register_*``,
   ``set_*``, ``torch.library``, ``torch.utils``, ``torch.backends``, ``triton.knobs`` ...),
   ``str.format`` (its ``{0.attr}`` fields read attributes), the course's reference kernels;
-* ``assign``: writing an attribute of anything but ``self``/``ctx`` inside a class the
-  learner defined (``torch.matmul = ...``, ``grading.x = ...``), ``global`` statements;
+* ``assign``: writing an attribute of anything but ``self``/``ctx`` inside a function (what
+  ``self`` is, :mod:`tilegym_edu.write_guard` checks as the code runs), an attribute as a
+  loop's or ``with``'s target, items of a module's tables (``check.TOLERANCES[...] = ...``),
+  ``global`` statements;
 * ``lesson name``: rebinding, mutating or passing on a name the lesson's own cells define (the
   test cells' helpers and data), or rebinding a builtin (``len = ...``);
 * ``class``: bases other than ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses),
-  metaclasses, dunder methods other than ``__init__`` (no home-made ``__eq__``);
+  metaclasses, dunder methods other than ``__init__`` (no home-made ``__eq__``), methods
+  named ``_x`` (IPython's ``_repr_html_``);
+* ``annotation``: strings in type annotations (``typing.get_type_hints`` evaluates them);
 * ``except``: catching ``BaseException``, ``KeyboardInterrupt`` or ``SystemExit`` (a bare
   ``except:`` too): the grader interrupts a cell past its time limit;
 * ``async``: coroutines and async generators (no place in kernel code).
 
-The audit is a first wall, not the only one: graded calls still run under the shortcut guard
+The audit is a first wall, not the only one: attribute writes are checked again as they run
+(:mod:`tilegym_edu.write_guard`), graded calls run under the shortcut guard
 (:mod:`tilegym_edu.grading`), and untrusted class work runs in a sandbox
 (:mod:`tilegym_edu.sandbox`).
 """
@@ -83,6 +89,14 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # tensor data into Python (computed outside torch, then written back)
     "tolist", "numpy", "item", "untyped_storage", "storage", "apply_", "map_", "map2_",
     "handle",     # the numpy data of a value in Triton's interpreter
+    # a compiled Triton kernel's record of the globals it read holds the notebook's namespace
+    # (its __builtins__ included): found by walking the attributes of a @triton.jit kernel
+    "used_global_vals", "device_caches",
+    # ways to the interpreter's machinery from an object that is not a module
+    "sys", "modules", "builtins", "get_ipython", "frame", "locals", "globals",
+    "currentframe", "getargvalues",
+    # functions that evaluate strings as code: typing's string annotations
+    "get_type_hints", "get_annotations", "ForwardRef", "singledispatch", "singledispatchmethod",
     # the course's reference kernels and grading machinery
     "reference", "grading", "course", "classroom", "class_worker", "class_state",
     "class_gradebook", "class_cluster", "audit", "sandbox", "submission", "cli",
@@ -112,6 +126,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.submission", "tilegym_edu.stock", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
+    "tilegym_edu.write_guard",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
@@ -375,6 +390,10 @@ class _Auditor(ast.NodeVisitor):
             if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
                 self.refuse(node, "class", f"defining `{node.name}` is not allowed (only "
                             "`__init__`, in a class)")
+        elif node.name.startswith("_") and self.classes:
+            self.refuse(node, "class", f"a method named `{node.name}` is not allowed: IPython "
+                        "calls some on its own (`_repr_html_`, `_ipython_display_`, whose HTML "
+                        "would reach the feedback): name it without the leading `_`")
         self.check_binding(node, node.name)
         for expression in [*node.decorator_list, *node.args.defaults,
                            *[d for d in node.args.kw_defaults if d]]:
@@ -382,9 +401,10 @@ class _Auditor(ast.NodeVisitor):
         for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
                     node.args.vararg, node.args.kwarg]:
             if arg is not None and arg.annotation is not None:
-                self.visit(arg.annotation)
+                self.check_annotation(arg.annotation)
         if node.returns:
-            self.visit(node.returns)
+            self.check_annotation(node.returns)
+        self.check_parameters(node)
         self.scopes.append(_local_names(node))
         classes, self.classes = self.classes, []
         for statement in node.body:
@@ -392,7 +412,18 @@ class _Auditor(ast.NodeVisitor):
         self.classes = classes
         self.scopes.pop()
 
+    def check_parameters(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+                         ) -> None:
+        """Dunder parameter names are refused like dunder names (they would shadow the
+        grader's)."""
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None and arg.arg.startswith("__"):
+                self.refuse(node, "name", f"the parameter `{arg.arg}` (a dunder name) is not "
+                            "allowed in graded cells")
+
     def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.check_parameters(node)
         for expression in [*node.args.defaults, *[d for d in node.args.kw_defaults if d]]:
             self.visit(expression)
         self.scopes.append(_local_names(node))
@@ -414,6 +445,15 @@ class _Auditor(ast.NodeVisitor):
         for statement in node.body:
             self.visit(statement)
         self.classes.pop()
+
+    def check_annotation(self, node: ast.expr) -> None:
+        """A type annotation: no strings in it (typing.get_type_hints and friends run them
+        through eval, with the notebook's globals)."""
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(node)):
+            self.refuse(node, "annotation", f"the annotation `{ast.unparse(node)}` holds a "
+                        "string, which typing evaluates as code: write the type itself "
+                        "(`torch.Tensor`, not `'torch.Tensor'`)")
+        self.visit(node)
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         caught = ([] if node.type is None else node.type.elts
@@ -445,7 +485,7 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.check_target(node.target)
-        self.visit(node.annotation)
+        self.check_annotation(node.annotation)
         if node.value:
             self.visit(node.value)
 
@@ -453,7 +493,15 @@ class _Auditor(ast.NodeVisitor):
         for target in node.targets:
             self.check_target(target)
 
+    def refuse_attribute_target(self, target: ast.AST, where: str) -> None:
+        """Attributes are written only by assignments, where the grader checks each write."""
+        for node in ast.walk(target):
+            if isinstance(node, ast.Attribute):
+                self.refuse(node, "assign", f"`{ast.unparse(node)}` as the target of {where} "
+                            "is not allowed: assign to a name, then the attribute")
+
     def visit_For(self, node: ast.For) -> None:
+        self.refuse_attribute_target(node.target, "a for loop")
         self.check_target(node.target)
         self.visit(node.iter)
         for statement in [*node.body, *node.orelse]:
@@ -462,6 +510,7 @@ class _Auditor(ast.NodeVisitor):
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)
         if node.optional_vars is not None:
+            self.refuse_attribute_target(node.optional_vars, "a with statement")
             self.check_target(node.optional_vars)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
@@ -495,6 +544,7 @@ class _Auditor(ast.NodeVisitor):
             if name:
                 self.refuse(target, "lesson name", f"`{name}` is defined by the lesson's own "
                             "cells and read by its tests: do not change it (copy it first)")
+            self.refuse_module_data(target.value, target)
             self.visit(target.value)
             self.visit(target.slice)
         else:
@@ -503,11 +553,15 @@ class _Auditor(ast.NodeVisitor):
     # -- expressions ---------------------------------------------------------------------
     def check_name(self, node: ast.Name) -> None:
         name = node.id
+        if name.startswith("__"):   # a local too: the grader's own names start so
+            self.refuse(node, "name", f"`{name}` (a dunder name) is not allowed in graded "
+                        "cells")
+            return
         if not self.is_global(name):
             return
         if name in FORBIDDEN_NAMES:
             self.refuse(node, "name", f"`{name}` is not allowed in graded cells")
-        elif name.startswith("__") or _IPYTHON_HISTORY.match(name):
+        elif _IPYTHON_HISTORY.match(name):
             self.refuse(node, "name", f"`{name}` (a dunder or IPython history name) is not "
                         "allowed in graded cells")
 
@@ -540,6 +594,7 @@ class _Auditor(ast.NodeVisitor):
         self.visit(generators[0].iter)   # the first iterable is evaluated outside the scope
         self.scopes.append(targets)
         for i, generator in enumerate(generators):
+            self.refuse_attribute_target(generator.target, "a comprehension")
             self.check_target(generator.target, top_level=False)
             if i:
                 self.visit(generator.iter)
@@ -555,8 +610,13 @@ class _Auditor(ast.NodeVisitor):
                         f"cells: {_attribute_reason(node.attr)}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        """An attribute read for its value (a chain's inner links are its bases, read by
+        visit_attribute_base)."""
         self.check_attribute_name(node)
-        self.check_module_part(node)
+        if not self.check_module_part(node):
+            dotted = _dotted(node)
+            self.refuse(node, "attribute", f"`{dotted}` is a module: use its attributes "
+                        f"(`{dotted}.something`) rather than storing or passing the module")
         self.visit_attribute_base(node.value)
 
     def visit_attribute_base(self, node: ast.AST) -> None:
@@ -569,24 +629,44 @@ class _Auditor(ast.NodeVisitor):
         else:
             self.visit(node)
 
-    def check_module_part(self, node: ast.Attribute) -> None:
+    def check_module_part(self, node: ast.Attribute) -> bool:
         """``a.b.c`` where ``a`` is a module: follow the chain through the real objects (a
         module re-exports others: ``F.torch``, ``device.os``), and refuse a forbidden part of
-        a module, or an object from a module graded cells may not use."""
+        a module, or an object from a module graded cells may not use. False when the chain
+        is allowed but ends at a module (fine as the base of another attribute only)."""
         dotted = _dotted(node)
         if not dotted:
-            return
+            return True
         root, *parts = dotted.split(".")
         module = self.module_of(root)
         if not module:
-            return
-        why = _reach(module, tuple(parts))
+            return True
+        why, is_module = _reach(module, tuple(parts))
         if why:
             self.refuse(node, "attribute", f"`{dotted}` is not allowed in graded cells: {why}")
+        return not is_module
+
+    def imported_data(self, node: ast.AST) -> str | None:
+        """``a.b`` or ``a`` (as written) when ``node`` is a chain on a name an import binds
+        (the lesson's or this cell's, not shadowed): what a module holds, which every cell
+        and the grader share."""
+        dotted = _dotted(node)
+        root = dotted.split(".")[0] if dotted else None
+        if root and self.is_global(root) and (root in self.imports or root in self.lesson.imports):
+            return dotted
+        return None
+
+    def refuse_module_data(self, container: ast.AST, node: ast.AST) -> None:
+        what = self.imported_data(container)
+        if what:
+            self.refuse(node, "assign", f"changing `{what}` is not allowed: it belongs to a "
+                        "module, which the grader uses too (copy it first: `dict(...)`, "
+                        "`list(...)`)")
 
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
         if isinstance(function, ast.Attribute) and function.attr in MUTATING_METHODS:
+            self.refuse_module_data(function.value, node)
             name = self.lesson_data(function.value)
             if name:
                 self.refuse(node, "lesson name", f"`{name}.{function.attr}(...)` changes `{name}`"
@@ -659,34 +739,36 @@ def _forbidden_part(path: str) -> str | None:
 
 
 @functools.cache
-def _reach(module: str, parts: tuple[str, ...] | list[str]) -> str | None:
-    """Why reaching ``module.parts...`` is refused, or None. The chain is followed through
-    the real objects (the grader's own import of them): each module on the way restarts the
-    path at its real name, so ``F.torch.save`` is ``torch.save``; an object defined in a
-    module outside the allowed ones (``device.os``, ``tune.Path``) is refused."""
+def _reach(module: str, parts: tuple[str, ...] | list[str]) -> tuple[str | None, bool]:
+    """(why reaching ``module.parts...`` is refused, or None; whether it ends at a module).
+    The chain is followed through the real objects (the grader's own import of them): each
+    module on the way restarts the path at its real name, so ``F.torch.save`` is
+    ``torch.save``; an object defined in a module outside the allowed ones (``device.os``,
+    ``tune.Path``) is refused."""
     parts = tuple(parts)
     path, obj = module, importlib.import_module(module)
+    is_module = True
     for part in parts:
         path = f"{path}.{part}"
         found = _forbidden_part(path)
         if found:
             return (f"`{found}` changes global settings, reads or writes files, or makes tensors "
-                    "from Python data")
+                    "from Python data"), False
         try:
             obj = getattr(obj, part)
         except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
-            return None
+            return None, False
         is_module = isinstance(obj, types.ModuleType)
         home = obj.__name__ if is_module else getattr(obj, "__module__", None)
         if isinstance(home, str):
             if home.split(".")[0] not in _ALLOWED_ROOTS:
-                return f"it reaches `{home}`, which graded cells may not use"
+                return f"it reaches `{home}`, which graded cells may not use", False
             found = _forbidden_part(home) if home.startswith("tilegym_edu") else None
             if found:
-                return f"it reaches `{found}`, the course's own machinery"
+                return f"it reaches `{found}`, the course's own machinery", False
         if is_module:
             path = obj.__name__
-    return None
+    return None, is_module
 
 
 def without_refused(source: str, refusals: list[Refusal]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from tilegym_edu import bench, device
 MATMUL_SIZE = 8192
 #: bytes copied for the bandwidth figure: far beyond any L2
 COPY_BYTES = 2 * 2**30
-MATMUL_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32,
-                 "fp32": torch.float32}
+#: read-only, as is every table of a module a learner's code may import
+MATMUL_DTYPES = types.MappingProxyType({"fp16": torch.float16, "bf16": torch.bfloat16,
+                                        "tf32": torch.float32, "fp32": torch.float32})
 
 
 @dataclass(frozen=True)

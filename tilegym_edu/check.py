@@ -13,6 +13,7 @@ Poisoning: outputs a function allocates while it is checked are filled with NaN 
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -24,12 +25,13 @@ from tilegym_edu import device, tune
 #: integers and bools, must match exactly). float32 has room for Triton's tl.dot, which uses tf32
 #: on GPUs: a tiled float32 matmul measured 7.7e-4 on an H200 at 1024³ and 4096³
 #: (docs/results/h200.md). Exercises that need float32 exactness pass tighter tolerances.
-TOLERANCES: dict[torch.dtype, float] = {
+#: Read-only, as is every table of a module a learner's code may import: the grader reads it.
+TOLERANCES: Mapping[torch.dtype, float] = types.MappingProxyType({
     torch.float64: 1e-10,
     torch.float32: 3e-3,
     torch.float16: 3e-3,
     torch.bfloat16: 2e-2,
-}
+})
 
 Case = Mapping[str, Any]
 
@@ -173,7 +175,9 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
         for seed in seeds:
             generator = torch.Generator().manual_seed(seed)
             args = tuple(make_inputs(case, generator))
-            ref = reference(*(to_reference(a) for a in args))
+            # the reference's inputs are copied now and it runs after the call: while the
+            # function runs, there is no answer anywhere for it to find
+            reference_inputs = [to_reference(a) for a in args]
             originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
             try:
                 with tune.defaults_only():      # correctness does not depend on tuning
@@ -186,6 +190,7 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
             except Exception as exc:  # the learner's code failed: report it as this case's result
                 results.append(CaseResult(case, seed, False, message=explain(exc)))
                 continue
+            ref = reference(*reference_inputs)
             passed, error, message = compare_output(out, ref, case["dtype"], tolerances)
             changed = [i for i, (a, o) in enumerate(zip(args, originals))
                        if o is not None and not torch.equal(a, o)]

@@ -85,8 +85,10 @@ def configure(c: Config, root: Path, prepare_submissions: bool = True) -> Config
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"(?s).*"
     c.Execute.timeout = CELL_TIMEOUT_S
-    # Feedback HTML: hidden tests stay hidden (tilegym_edu.feedback)
+    # Feedback HTML: hidden tests stay hidden (tilegym_edu.feedback); HTML a cell displayed is
+    # sanitized (no <script>: feedback and the formgrader open in the instructor's browser)
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    c.HTMLExporter.sanitize_html = True
     c.ResilientExecute.notebook_timeout = NOTEBOOK_TIMEOUT_S
     # after OverwriteCells, which would put a deleted graded cell's failing end back as it was
     c.Autograde.sanitize_preprocessors = [

@@ -7,7 +7,9 @@ solution cells (matched by their nbgrader id), cells the learner added, and less
 learner edited (then run in the edited form). Each of those is audited
 (:mod:`tilegym_edu.audit`) before it can run: a top-level statement the audit refuses is left
 out (commented out, so line numbers stay), and the cell ends with a ``raise
-SubmissionRefused(...)`` that names the line and the rule.
+SubmissionRefused(...)`` that names the line and the rule. The notebook starts with a cell of
+the grader's that installs the run-time half of the audit (:mod:`tilegym_edu.write_guard`):
+each learner cell ends with its marker, and the attribute writes in it are checked as they run.
 
 What the structure of a submission cannot change:
 
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 
 from nbformat import NotebookNode
 
-from tilegym_edu import audit
+from tilegym_edu import audit, write_guard
 
 #: the error a refused cell raises in the grading kernel
 REFUSED_ERROR = "SubmissionRefused"
@@ -45,6 +47,8 @@ REFUSED_ERROR = "SubmissionRefused"
 META = "tilegym"
 #: the cell tag of a demonstration, which grading skips
 DEMO_TAG = "demo"
+#: the id of the grader's first cell (write_guard.SETUP_SOURCE) in a graded notebook
+SETUP_ID = "tilegym-grader-setup"
 
 
 def _nbgrader(cell: NotebookNode) -> dict:
@@ -230,7 +234,9 @@ def prepare(release: NotebookNode, submitted: NotebookNode,
         result.refused = {k: v for k, v in result.refused.items() if k in labels}
     kept = set().union(*(names_of(c.source)[0] for c in cells if c.cell_type == "code"))
     result.skipped_names -= kept
-    result.notebook.cells = cells
+    setup = NotebookNode(cell_type="code", id=SETUP_ID, source=write_guard.SETUP_SOURCE,
+                         outputs=[], execution_count=None, metadata=NotebookNode())
+    result.notebook.cells = [setup, *cells]
     return result
 
 
@@ -275,3 +281,4 @@ def _take_learner_code(cell: NotebookNode, label: str, names: audit.LessonNames,
         result.refused[label] = why
         cell.source = refused_source(cell.source, refusals,
                                      f"in {label}, the grader left out what it refused: {why}")
+    cell.source = write_guard.mark(cell.source)   # its attribute writes checked as it runs

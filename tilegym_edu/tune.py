@@ -53,8 +53,10 @@ import triton
 from tilegym_edu import bench, device
 from tilegym_edu.progress import ProgressBar
 
-LEVELS = {0: "the hand-written default", 1: "a small space (tunes in under a minute)",
-          2: "the full grid, pruned and capped"}
+#: read-only, as is every table of a module a learner's code may import
+LEVELS = types.MappingProxyType({0: "the hand-written default",
+                                 1: "a small space (tunes in under a minute)",
+                                 2: "the full grid, pruned and capped"})
 #: a problem whose default configuration runs faster than this (milliseconds) is not tuned:
 #: launch overhead (~5 µs) is a large part of its time, so the best configuration could save
 #: microseconds, while compiling the candidates costs seconds. The correctness checks' small,
@@ -165,7 +167,8 @@ class SearchSpace:
     def configs(self, level: int) -> list[Config]:
         """Every candidate of ``level``, default first, without duplicates, before pruning."""
         if level not in LEVELS:
-            raise ValueError(f"level must be one of {sorted(LEVELS)} ({LEVELS}), not {level!r}")
+            raise ValueError(f"level must be one of {sorted(LEVELS)} ({dict(LEVELS)}), "
+                             f"not {level!r}")
         found = [self.default]
         if level >= 1:
             found += list(self.small)

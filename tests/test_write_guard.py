@@ -1,0 +1,135 @@
+"""The run-time half of the audit (tilegym_edu.write_guard): a learner cell's attribute writes
+reach only the learner's own objects. The rewriting is tested on plain Python here, and in a
+real grading kernel (IPython, nbgrader) through a tiny lesson."""
+import ast
+
+import nbformat
+import pytest
+import torch
+
+from tests.test_structure import by_id, cell, hand_in, lesson
+from tilegym_edu import autograde, write_guard
+from tilegym_edu.grading import SubmissionRefused
+
+
+def run_learner_cell(source: str, namespace: dict | None = None) -> dict:
+    """``source`` run as a graded notebook runs a learner's cell (marked, rewritten), in
+    ``namespace`` (a fresh one with the guard's names by default)."""
+    namespace = namespace if namespace is not None else {**write_guard.GUARD_NAMES,
+                                                         "torch": torch}
+    tree = write_guard.rewrite(ast.parse(write_guard.mark(source)))
+    exec(compile(tree, "<learner cell>", "exec"), namespace)   # noqa: S102 - the test's own code
+    return namespace
+
+
+OWN_CLASS = """
+class Box:
+    def __init__(self, value):
+        self.value = value
+        self.count: int = 0
+
+    def bump(self, by):
+        self.count += by
+        self.a, (self.b, *self.rest) = 1, (2, 3, 4)
+        del self.rest
+        return self
+
+box = Box(5).bump(2)
+"""
+
+
+def test_a_learner_writes_the_attributes_of_its_own_objects():
+    box = run_learner_cell(OWN_CLASS)["box"]
+    assert (box.value, box.count, box.a, box.b) == (5, 2, 1, 2) and not hasattr(box, "rest")
+
+
+def test_an_autograd_function_writes_its_ctx():
+    found = run_learner_cell(
+        "class Scale(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x, factor):\n"
+        "        ctx.factor = factor\n"
+        "        return x * factor\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        return grad * ctx.factor, None\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "Scale.apply(x, 3.0).sum().backward()\n"
+        "grad = x.grad\n")
+    assert torch.equal(found["grad"], torch.full((3,), 3.0))
+
+
+@pytest.mark.parametrize("attack", [
+    # a function with a parameter named self, given a library class (the red team's a1, a4)
+    "def put(self, value):\n    self.equal = value\nput(torch.Tensor, lambda a, b: True)",
+    # a method of the learner's class called unbound on someone else's object
+    "class Box:\n    def put(self, value):\n        self.equal = value\n"
+    "Box.put(torch.Tensor, lambda a, b: True)",
+    "def drop(self):\n    del self.equal\ndrop(torch.Tensor)",
+    "def grow(self):\n    self.equal += 1\ngrow(torch.Tensor)",
+    # an autograd ctx that is not the learner's Function's
+    "def put(ctx, value):\n    ctx.scale = value\n"
+    "put((torch.ones(1, requires_grad=True) * 2).grad_fn, 0)",
+], ids=["function", "unbound_method", "delete", "augmented", "foreign_ctx"])
+def test_writes_to_anything_else_are_refused_as_they_run(attack):
+    equal = torch.Tensor.equal
+    with pytest.raises(SubmissionRefused, match="only attributes of your own classes"):
+        run_learner_cell(attack)
+    assert torch.Tensor.equal is equal
+
+
+def test_registering_a_class_is_the_transformers_alone():
+    with pytest.raises(ValueError, match="__tilegym"):
+        run_learner_cell("x = '__tilegym_learner_class__'")
+    with pytest.raises(ValueError, match="target of a for loop"):
+        run_learner_cell("def f(self):\n    for self.i in range(2):\n        pass")
+
+
+def test_cells_without_the_marker_are_not_rewritten():
+    tree = ast.parse("torch.Tensor.size = 1")
+    assert write_guard.rewrite(tree) is tree and ast.dump(tree) == ast.dump(
+        ast.parse("torch.Tensor.size = 1"))
+
+
+def test_in_a_grading_kernel_a_write_to_a_library_class_costs_only_its_cell(tmp_path):
+    """The red team's way round the audit, in a real grading kernel: the write is refused
+    when it runs, torch keeps its own Tensor.equal, the learner's other code still runs."""
+    root = tmp_path / "course"
+    nb = lesson(root, [
+        cell("def double(x):\n    return 2 * x", "double"),
+        cell("assert double(21) == 42", "test_double", 2),
+        cell("import torch\nassert not torch.zeros(1).equal(torch.ones(1))", "test_torch", 1)])
+    theirs = nbformat.from_dict(nb)
+    theirs.cells[0].source = (
+        "import torch\n"
+        "def double(x):\n    return 2 * x\n"
+        "class Box:\n    def __init__(self):\n        self.v = 1\n"
+        "box = Box()\n"
+        "def put(self, value):\n    self.equal = value\n"
+        "put(torch.Tensor, lambda a, b: True)")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", theirs), root=root,
+                             student="guarded")
+    results = by_id(report)
+    assert results["test_double"].points == 2 and results["test_torch"].points == 1
+    graded = nbformat.read(root / ".grading" / "autograded" / "guarded" / "tiny" / "tiny.ipynb",
+                           as_version=4)
+    errors = [o for c in graded.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert [o.ename for o in errors] == ["SubmissionRefused"], errors
+    assert "writing `equal` of _TensorMeta" in errors[0].evalue
+
+
+def test_html_a_cell_displays_reaches_the_feedback_without_its_scripts(tmp_path):
+    """Feedback opens in a browser (the instructor's too, in the formgrader): displayed HTML
+    is sanitized. A learner's class may not define `_repr_html_` (the audit's class rule);
+    here a lesson cell displays it, which shows what sanitizing keeps and drops."""
+    root = tmp_path / "course"
+    show = nbformat.v4.new_code_cell(
+        "class Shown:\n    def _repr_html_(self):\n"
+        "        return '<b>kept</b><script>document.title = \"ran\"</script>'\nShown()")
+    nb = lesson(root, [cell("def double(x):\n    return 2 * x", "double"), show,
+                       cell("assert double(21) == 42", "test_double", 1)])
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", nbformat.from_dict(nb)),
+                             root=root, student="shown")
+    html = (root / ".grading" / "feedback" / "shown" / "tiny" / "tiny.html").read_text()
+    assert by_id(report)["test_double"].points == 1
+    assert "<b>kept</b>&lt;script&gt;" in html and "<script>document.title" not in html

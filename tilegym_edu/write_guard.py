@@ -1,0 +1,231 @@
+"""The run-time half of the audit: which objects a learner's code may write attributes of.
+
+The audit (:mod:`tilegym_edu.audit`) lets a learner's function write ``self.x = ...`` or
+``ctx.x = ...``, which their classes and autograd Functions need; what ``self`` is cannot be
+known before the code runs. A red team of 2026-12-05 passed the grader's own module, a torch
+class or the IPython shell as ``self`` (``def put(self, v): self.assert_correct = v``) and so
+replaced the checks: a notebook that solved nothing earned every point, sandbox or not.
+
+In the grading kernel every cell of the learner's (:func:`mark` ends it with :data:`MARKER`)
+is rewritten before it runs by an IPython AST transformer (:func:`install`, called by the
+first cell of every graded notebook, before any of the learner's):
+
+* each attribute write (``=``, ``+=``, an annotated ``=``, ``del``) goes through
+  :func:`guarded_setattr` / :func:`guarded_delattr` (``+=`` asks :func:`may_write` before
+  its in-place operation), which allow only instances of the
+  learner's own classes, those classes themselves, and the ``ctx`` of the learner's autograd
+  Functions;
+* each class the learner defines is registered (:data:`LEARNER_CLASS` decorator) as theirs.
+
+The names the rewritten code calls start with ``__tilegym``: the audit refuses every dunder
+name in a learner's code, and the transformer refuses a cell that mentions one, so no
+learner's code can shadow or replace them. A cell the transformer cannot rewrite is refused
+(IPython's InputRejected), never run as it was. Code outside learner cells (the lesson's) is
+not rewritten. Triton compiles kernels from their source text, which is unchanged.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import weakref
+
+#: the last line of every learner cell in a graded notebook
+MARKER = "__tilegym_learner_cell__"
+#: names the rewritten code calls (defined in the notebook's namespace by install())
+SETATTR, DELATTR, MAY_WRITE, LEARNER_CLASS = (
+    "__tilegym_setattr__", "__tilegym_delattr__", "__tilegym_may_write__",
+    "__tilegym_learner_class__")
+_RESERVED = "__tilegym"
+
+#: the classes learner cells defined, in this kernel
+_LEARNER_CLASSES: weakref.WeakSet = weakref.WeakSet()
+
+
+def mark(source: str) -> str:
+    """A learner cell's source as the grading kernel runs it: ``source`` then :data:`MARKER`
+    on a line of its own (line numbers stay the learner's)."""
+    return f"{source}\n{MARKER}"
+
+
+def learner_class(cls):
+    """Register ``cls`` as a class the learner defined (the decorator the transformer adds
+    to each of their classes, outermost)."""
+    _LEARNER_CLASSES.add(cls)
+    return cls
+
+
+def writable(obj: object) -> bool:
+    """Whether a learner's code may write attributes of ``obj``: an instance of one of their
+    classes, such a class, or the ``ctx`` of one of their autograd Functions."""
+    import torch
+    if isinstance(obj, type):
+        return obj in _LEARNER_CLASSES
+    kind = type(obj)
+    if kind in _LEARNER_CLASSES:
+        return True
+    return (isinstance(obj, torch.autograd.function.FunctionCtx)
+            and getattr(kind, "_forward_cls", None) in _LEARNER_CLASSES)
+
+
+def _refuse(obj: object, name: str, what: str) -> None:
+    from tilegym_edu.grading import SubmissionRefused
+    raise SubmissionRefused(
+        f"{what} `{name}` of {type(obj).__name__} {obj!r:.60}: the grader lets your code "
+        "change only attributes of your own classes' instances (`self`) and of your autograd "
+        "Function's `ctx`")
+
+
+def may_write(obj: object, name: str) -> None:
+    """SubmissionRefused unless :func:`writable` allows writing ``obj.name`` (checked before
+    ``obj.name += ...``, whose in-place operation could change a foreign object's value)."""
+    if not writable(obj):
+        _refuse(obj, name, "writing")
+
+
+def guarded_setattr(obj: object, name: str, value: object) -> None:
+    """``obj.name = value`` if :func:`writable` allows it, else SubmissionRefused."""
+    may_write(obj, name)
+    setattr(obj, name, value)
+
+
+def guarded_delattr(obj: object, name: str) -> None:
+    """``del obj.name`` if :func:`writable` allows it, else SubmissionRefused."""
+    if not writable(obj):
+        _refuse(obj, name, "deleting")
+    delattr(obj, name)
+
+
+def _call(function: str, *args: ast.expr) -> ast.Expr:
+    return ast.Expr(ast.Call(ast.Name(function, ast.Load()), list(args), []))
+
+
+class _GuardWrites(ast.NodeTransformer):
+    """Routes a learner cell's attribute writes through the guard and registers its
+    classes (see the module docstring)."""
+
+    def __init__(self):
+        self.temporaries = (f"{_RESERVED}_value_{n}" for n in itertools.count())
+
+    def _stores(self, target: ast.expr, after: list[ast.stmt]) -> ast.expr:
+        """``target`` with each attribute in it replaced by a temporary name, and the
+        guarded writes of those temporaries appended to ``after``."""
+        if isinstance(target, ast.Attribute):
+            temporary = next(self.temporaries)
+            after.append(_call(SETATTR, target.value, ast.Constant(target.attr),
+                               ast.Name(temporary, ast.Load())))
+            return ast.Name(temporary, ast.Store())
+        if isinstance(target, (ast.Tuple, ast.List)):
+            target.elts = [self._stores(e, after) for e in target.elts]
+        elif isinstance(target, ast.Starred):
+            target.value = self._stores(target.value, after)
+        return target
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        self.generic_visit(node)
+        node.decorator_list.insert(0, ast.Name(LEARNER_CLASS, ast.Load()))
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> list[ast.stmt]:
+        self.generic_visit(node)
+        after: list[ast.stmt] = []
+        node.targets = [self._stores(t, after) for t in node.targets]
+        return [node, *after]
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt | list[ast.stmt]:
+        self.generic_visit(node)
+        target = node.target
+        if not isinstance(target, ast.Attribute):
+            return node
+        temporary = next(self.temporaries)
+        read = ast.Attribute(target.value, target.attr, ast.Load())
+        return [_call(MAY_WRITE, target.value, ast.Constant(target.attr)),
+                ast.Assign([ast.Name(temporary, ast.Store())], read),
+                ast.AugAssign(ast.Name(temporary, ast.Store()), node.op, node.value),
+                _call(SETATTR, target.value, ast.Constant(target.attr),
+                      ast.Name(temporary, ast.Load()))]
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        self.generic_visit(node)
+        target = node.target
+        if not isinstance(target, ast.Attribute):
+            return node
+        if node.value is None:
+            return ast.Expr(target.value)
+        return _call(SETATTR, target.value, ast.Constant(target.attr), node.value)
+
+    def visit_Delete(self, node: ast.Delete) -> list[ast.stmt]:
+        self.generic_visit(node)
+        guarded = [_call(DELATTR, t.value, ast.Constant(t.attr))
+                   for t in node.targets if isinstance(t, ast.Attribute)]
+        node.targets = [t for t in node.targets if not isinstance(t, ast.Attribute)]
+        return ([node] if node.targets else []) + guarded
+
+    def _no_attribute_target(self, target: ast.expr, where: str) -> None:
+        if any(isinstance(n, ast.Attribute) for n in ast.walk(target)):
+            raise ValueError(f"an attribute as the target of {where}")
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        self._no_attribute_target(node.target, "a for loop")
+        return self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_withitem(self, node: ast.withitem) -> ast.withitem:
+        if node.optional_vars is not None:
+            self._no_attribute_target(node.optional_vars, "a with statement")
+        return self.generic_visit(node)
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
+        self._no_attribute_target(node.target, "a comprehension")
+        return self.generic_visit(node)
+
+
+def rewrite(tree: ast.Module) -> ast.Module:
+    """A learner cell's module (ending with the MARKER statement) rewritten as the module
+    docstring says; any other module unchanged. Raises ValueError for a learner cell that
+    names a reserved ``__tilegym`` name or writes an attribute where it cannot be guarded."""
+    body = tree.body
+    if not (body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Name)
+            and body[-1].value.id == MARKER):
+        return tree
+    tree.body = body[:-1]
+    if _RESERVED in ast.dump(tree):
+        raise ValueError(f"a name starting with `{_RESERVED}`, which belongs to the grader")
+    tree = _GuardWrites().visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+class _Transformer(ast.NodeTransformer):
+    """IPython's hook: ``visit`` gets each cell's module. A failure refuses the cell
+    (InputRejected: IPython keeps the transformer, where another error would make IPython
+    drop it and run the cell unrewritten)."""
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        from IPython.core.error import InputRejected
+        try:
+            return rewrite(node) if isinstance(node, ast.Module) else node
+        except Exception as error:  # noqa: BLE001 - every failure refuses the cell
+            raise InputRejected(f"SubmissionRefused: the grader could not run this cell of "
+                                f"yours: {error}") from None
+
+
+#: what the rewritten code calls, by name
+GUARD_NAMES = {SETATTR: guarded_setattr, DELATTR: guarded_delattr, MAY_WRITE: may_write,
+               LEARNER_CLASS: learner_class}
+
+
+def install(shell=None) -> None:
+    """Rewrite learner cells in this IPython kernel from now on, and define the names the
+    rewritten code calls. The first cell of every graded notebook runs this."""
+    if shell is None:
+        from IPython import get_ipython
+        shell = get_ipython()
+    shell.user_ns.update(GUARD_NAMES)
+    if not any(isinstance(t, _Transformer) for t in shell.ast_transformers):
+        shell.ast_transformers.append(_Transformer())
+
+
+#: the source of the first cell of every graded notebook (submission.prepare puts it there):
+#: it binds only a dunder name, which no learner's code may use
+SETUP_SOURCE = ("from tilegym_edu.write_guard import install as __tilegym_install__\n"
+                "__tilegym_install__()")
