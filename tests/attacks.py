@@ -54,6 +54,22 @@ ATTACKS = [
     Attack(1, "shadow_the_write_guard", "def f(__tilegym_setattr__):\n    return 1", "name"),
     Attack(1, "the_shell_by_attribute", "def shell_of(m):\n    return m.get_ipython()",
            "attribute"),
+    # round 2: a kernel whose source, read again by Triton's interpreter, runs other code; a
+    # kernel writing an attribute; a name freed for the interpreter to fill; classes made by
+    # a function; attributes read by a class pattern, by getmembers, and the interpreter's cache
+    Attack(1, "kernel_source_read_again",
+           "@triton.jit\ndef other_kernel(x_ptr):\n    notes = \"\"\"\ndef other_kernel(x_ptr):\n"
+           "    pass\n    #\"\"\"", "kernel"),
+    Attack(1, "kernel_writes_an_attribute", "@triton.jit\ndef other_kernel(self, v):\n"
+                                            "    self.x = v", "kernel"),
+    Attack(1, "free_a_name", "spare = 1\ndel spare", "assign"),
+    Attack(1, "make_dataclass",
+           "import dataclasses\nMade = dataclasses.make_dataclass('M', [], bases=(torch.Tensor,))",
+           "attribute"),
+    Attack(3, "class_pattern", "match print:\n    case object(__doc__=text):\n        pass",
+           "syntax"),
+    Attack(3, "getmembers", "def members(m):\n    return m.getmembers(m)", "attribute"),
+    Attack(3, "interpreter_cache", "def cache_of(k):\n    return k.rewritten_fn", "attribute"),
     # 2. escape the shortcut guard
     Attack(2, "dispatch_off",
            "from torch.utils._python_dispatch import _disable_current_modes", "import"),

@@ -12,7 +12,8 @@ Python (functions, loops, comprehensions, f-strings, dataclasses, generators), t
 lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``device``,
 ``tune``, ``bench``, ``check`` ...). What is refused, by rule:
 
-* ``syntax``: anything that is not plain Python (IPython magics ``%``, shell ``!``, ``?`` help);
+* ``syntax``: anything that is not plain Python (IPython magics ``%``, shell ``!``, ``?`` help),
+  and ``match`` (its class patterns read attributes by name);
 * ``import``: modules outside :data:`ALLOWED_IMPORTS` (``os``, ``sys``, ``gc``, ``ctypes``,
   ``inspect``, ``numpy``, the course's reference kernels and grader ...), and ``import *``;
 * ``name``: builtins that reach around Python's rules (``exec``, ``eval``, ``open``,
@@ -36,7 +37,9 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``annotation``: strings in type annotations (``typing.get_type_hints`` evaluates them);
 * ``except``: catching ``BaseException``, ``KeyboardInterrupt`` or ``SystemExit`` (a bare
   ``except:`` too): the grader interrupts a cell past its time limit;
-* ``async``: coroutines and async generators (no place in kernel code).
+* ``async``: coroutines and async generators (no place in kernel code);
+* ``kernel``: in a ``@triton.jit`` function, a second line starting with ``def `` (Triton's
+  interpreter runs the kernel's source again from the last such line) or an attribute write.
 
 The audit is a first wall, not the only one: attribute writes are checked again as they run
 (:mod:`tilegym_edu.write_guard`), graded calls run under the shortcut guard
@@ -92,6 +95,10 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # a compiled Triton kernel's record of the globals it read holds the notebook's namespace
     # (its __builtins__ included): found by walking the attributes of a @triton.jit kernel
     "used_global_vals", "device_caches",
+    # Triton's interpreter: every interpreted kernel's code, in one dict shared by all
+    "rewritten_fn",
+    # getattr by another name; classes with any base and dunders
+    "getmembers", "getmembers_static", "getattr_static", "make_dataclass",
     # ways to the interpreter's machinery from an object that is not a module
     "sys", "modules", "builtins", "get_ipython", "frame", "locals", "globals",
     "currentframe", "getargvalues",
@@ -142,6 +149,8 @@ READ_ONLY_BUILTINS = frozenset({
     "sum", "any", "all", "enumerate", "zip", "range", "iter", "isinstance", "str", "repr",
     "print", "int", "float", "bool", "abs", "round", "hash", "id", "callable"})
 
+#: decorators that make a Triton (or Gluon) kernel, besides any `<module>.jit`
+JIT_DECORATORS = frozenset({"jit"})
 #: the only base a learner's class may have
 ALLOWED_BASES = frozenset({"torch.autograd.Function"})
 #: the only dunder a learner's class may define
@@ -264,6 +273,12 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _is_jit(decorator: ast.expr) -> bool:
+    """``@triton.jit``, ``@gluon.jit``, ``@jit`` (with arguments or not)."""
+    name = _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
+    return name in JIT_DECORATORS or name.endswith(".jit")
+
+
 def _import_allowed(module: str) -> bool:
     if module in ALLOWED_IMPORTS:
         return True
@@ -305,8 +320,9 @@ class _Auditor(ast.NodeVisitor):
     """Walks one cell, keeping a stack of function scopes to tell a lesson's global name from
     a local of the same name."""
 
-    def __init__(self, lesson: LessonNames):
+    def __init__(self, lesson: LessonNames, source: str = ""):
         self.lesson = lesson
+        self.source_lines = source.splitlines()
         self.refusals: list[Refusal] = []
         self.scopes: list[set[str]] = []      # locals of the enclosing functions, innermost last
         self.classes: list[str] = []          # enclosing learner classes
@@ -385,7 +401,26 @@ class _Auditor(ast.NodeVisitor):
         self.refuse(node, "async", "async functions have no place in kernel code")
         self.check_function(node)
 
+    def check_jit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Triton's interpreter runs a kernel by reading its source again and executing it
+        from the last line that starts with `def `: only the kernel's own `def` line may
+        (no nested functions, no such line in a string), or what runs is not what was
+        audited. And kernel code never writes an attribute (Triton has no such thing)."""
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        lines = self.source_lines[first - 1:node.end_lineno]
+        defs = [first + i for i, line in enumerate(lines) if line.strip().startswith("def ")]
+        if defs != [node.lineno]:
+            self.refuse(node, "kernel", f"in the Triton kernel `{node.name}`, only its own `def` "
+                        "line may start with `def ` (Triton's interpreter runs the kernel from "
+                        "the last such line): no nested functions, no such line in a string")
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
+                            "no attributes")
+
     def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if any(_is_jit(d) for d in node.decorator_list):
+            self.check_jit_function(node)
         if node.name.startswith("__") and node.name.endswith("__"):
             if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
                 self.refuse(node, "class", f"defining `{node.name}` is not allowed (only "
@@ -467,6 +502,12 @@ class _Auditor(ast.NodeVisitor):
             self.check_binding(node, node.name)
         self.generic_visit(node)
 
+    def visit_Match(self, node: ast.Match) -> None:
+        self.refuse(node, "syntax", "`match` statements are not allowed in graded cells: their "
+                    "class patterns read attributes by name (`case C(attr=x)`), which the grader "
+                    "cannot check; use if/elif")
+        self.generic_visit(node)
+
     def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
         self.refuse(node, "async", "async code has no place in kernel code")
         self.generic_visit(node)
@@ -491,6 +532,9 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
+            if isinstance(target, ast.Name) and self.is_global(target.id):
+                self.refuse(target, "assign", f"`del {target.id}` is not allowed: a name of the "
+                            "notebook stays bound (rebind it instead)")
             self.check_target(target)
 
     def refuse_attribute_target(self, target: ast.AST, where: str) -> None:
@@ -716,7 +760,7 @@ def audit(source: str, lesson: LessonNames) -> list[Refusal]:
         lines = max(1, len(source.splitlines()))
         return [Refusal(error.lineno or 0, "syntax",
                         f"SyntaxError: {error.msg}{hint}: {text[:80]}", (1, lines))]
-    auditor = _Auditor(lesson)
+    auditor = _Auditor(lesson, source)
     for statement in tree.body:
         decorators = getattr(statement, "decorator_list", [])
         auditor.statement = (min([statement.lineno, *(d.lineno for d in decorators)]),
