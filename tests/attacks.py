@@ -55,14 +55,14 @@ ATTACKS = [
     Attack(1, "the_shell_by_attribute", "def shell_of(m):\n    return m.get_ipython()",
            "attribute"),
     # round 2: a kernel whose source, read again by Triton's interpreter, runs other code; a
-    # kernel writing an attribute; a name freed for the interpreter to fill; classes made by
-    # a function; attributes read by a class pattern, by getmembers, and the interpreter's cache
+    # kernel writing an attribute; a name the interpreter puts in the notebook; classes made
+    # by a function; attributes read by a class pattern, by getmembers, the interpreter's cache
     Attack(1, "kernel_source_read_again",
            "@triton.jit\ndef other_kernel(x_ptr):\n    notes = \"\"\"\ndef other_kernel(x_ptr):\n"
            "    pass\n    #\"\"\"", "kernel"),
     Attack(1, "kernel_writes_an_attribute", "@triton.jit\ndef other_kernel(self, v):\n"
                                             "    self.x = v", "kernel"),
-    Attack(1, "free_a_name", "spare = 1\ndel spare", "assign"),
+    Attack(3, "interpreter_name", "def data_of(t):\n    return np.asarray(t)", "name"),
     Attack(1, "make_dataclass",
            "import dataclasses\nMade = dataclasses.make_dataclass('M', [], bases=(torch.Tensor,))",
            "attribute"),

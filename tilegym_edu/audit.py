@@ -18,7 +18,8 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
   ``inspect``, ``numpy``, the course's reference kernels and grader ...), and ``import *``;
 * ``name``: builtins that reach around Python's rules (``exec``, ``eval``, ``open``,
   ``getattr``, ``globals``, ``vars``, ``type`` ...), IPython's ``get_ipython``, ``In``, ``Out``
-  and history names (``_i3``, ``_``), dunder names, the grader's module;
+  and history names (``_i3``, ``_``), dunder names, the grader's module, the names Triton's
+  interpreter puts in the notebook (``inspect``, ``np`` ...: :func:`interpreter_names`);
 * ``attribute``: a module as a value (``f(torch.nn.functional)``: use its attributes),
   dunder and private (``_x``) attributes, frame and traceback attributes
   (``gi_frame``, ``f_back`` ...), ways out of torch (``.tolist()``, ``.numpy()``, ``.item()``,
@@ -48,12 +49,14 @@ The audit is a first wall, not the only one: attribute writes are checked again 
 """
 from __future__ import annotations
 
+import __future__
 import ast
 import builtins
 import functools
 import importlib.util
 import re
 import types
+import typing
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -532,9 +535,6 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
-            if isinstance(target, ast.Name) and self.is_global(target.id):
-                self.refuse(target, "assign", f"`del {target.id}` is not allowed: a name of the "
-                            "notebook stays bound (rebind it instead)")
             self.check_target(target)
 
     def refuse_attribute_target(self, target: ast.AST, where: str) -> None:
@@ -605,6 +605,11 @@ class _Auditor(ast.NodeVisitor):
             return
         if name in FORBIDDEN_NAMES:
             self.refuse(node, "name", f"`{name}` is not allowed in graded cells")
+        elif (name in interpreter_names() and name not in self.lesson.imports
+              and name not in self.lesson.others):
+            self.refuse(node, "name", f"`{name}` is a name Triton's interpreter puts in the "
+                        "notebook when it runs a kernel: graded cells may not use it (import "
+                        "what you need under another name)")
         elif _IPYTHON_HISTORY.match(name):
             self.refuse(node, "name", f"`{name}` (a dunder or IPython history name) is not "
                         "allowed in graded cells")
@@ -771,6 +776,31 @@ def audit(source: str, lesson: LessonNames) -> list[Refusal]:
 
 #: modules whose objects a learner's cell may reach through the attributes of another module
 _ALLOWED_ROOTS = frozenset(entry.split(".")[0] for entry in ALLOWED_IMPORTS)
+
+
+def _allowed_value(value: object) -> bool:
+    """Whether graded cells may hold ``value``: a module they may import, a plain constant,
+    an inert typing object (a TypeVar: learners name a sequence length ``T``), or an object
+    whose module is one of the allowed ones (not a forbidden part of it)."""
+    if isinstance(value, typing.TypeVar) or value is __future__.annotations:
+        return True
+    if isinstance(value, types.ModuleType):
+        return _import_allowed(value.__name__)
+    home = getattr(value, "__module__", None)
+    if not isinstance(home, str):
+        return isinstance(value, (bool, int, float, str, type(None)))
+    return home.split(".")[0] in _ALLOWED_ROOTS and not _forbidden_part(home)
+
+
+@functools.cache
+def interpreter_names() -> frozenset[str]:
+    """The names Triton's interpreter copies into the namespace of each kernel it runs (its
+    module's globals, where the namespace lacks them: the notebook's, for a kernel defined
+    in a cell) whose values graded cells may not hold (``inspect``, ``np``, the interpreter's
+    own machinery). A red team of 2026-12-05 used ``inspect.getmembers`` that way."""
+    from triton.runtime import interpreter
+    return frozenset(name for name, value in vars(interpreter).items()
+                     if not name.startswith("__") and not _allowed_value(value))
 
 
 def _forbidden_part(path: str) -> str | None:

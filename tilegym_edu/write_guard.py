@@ -23,8 +23,7 @@ learner's code can shadow or replace them. A cell the transformer cannot rewrite
 (IPython's InputRejected), never run as it was. Code outside learner cells (the lesson's) is
 not rewritten. Triton reads a kernel's source text, which is unchanged (its interpreter runs
 it again as Python: the audit's ``kernel`` rule keeps that text what was audited, with no
-attribute writes). :func:`install` also keeps Triton's interpreter from lending the notebook
-its own globals (:func:`hold_interpreter_names`).
+attribute writes).
 """
 from __future__ import annotations
 
@@ -217,43 +216,13 @@ GUARD_NAMES = {SETATTR: guarded_setattr, DELATTR: guarded_delattr, MAY_WRITE: ma
                LEARNER_CLASS: learner_class}
 
 
-class Unbound:
-    """What a name Triton's interpreter would have put in the notebook stands for instead:
-    using it says the name is not defined."""
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def _fail(self, *args, **kwargs):
-        raise NameError(f"name '{self._name}' is not defined: import or define it in a cell "
-                        "of yours (in a graded notebook, Triton's interpreter does not lend its "
-                        "own)")
-
-    __getattr__ = __call__ = __getitem__ = __iter__ = _fail
-
-
-def hold_interpreter_names(namespace: dict) -> None:
-    """Bind, in ``namespace`` (the notebook's), each name of Triton's interpreter module that
-    it does not bind yet to an :class:`Unbound`. The interpreter copies its own globals
-    (``inspect``, ``np`` ...) into a kernel's namespace where that lacks them: a red team of
-    2026-12-05 then used ``inspect`` in a learner cell, which no import of theirs brought and
-    so the audit let pass. The audit refuses ``del`` of a notebook name, so none is freed for
-    the interpreter to fill."""
-    from triton.runtime import interpreter
-    for name in vars(interpreter):
-        if not name.startswith("__") and name not in namespace:
-            namespace[name] = Unbound(name)
-
-
 def install(shell=None) -> None:
-    """Rewrite learner cells in this IPython kernel from now on, define the names the
-    rewritten code calls, and hold Triton's interpreter's names (hold_interpreter_names). The
-    first cell of every graded notebook runs this."""
+    """Rewrite learner cells in this IPython kernel from now on, and define the names the
+    rewritten code calls. The first cell of every graded notebook runs this."""
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
     shell.user_ns.update(GUARD_NAMES)
-    hold_interpreter_names(shell.user_ns)
     if not any(isinstance(t, _Transformer) for t in shell.ast_transformers):
         shell.ast_transformers.append(_Transformer())
 
