@@ -225,3 +225,25 @@ def test_the_modules_a_learner_may_import_hold_no_table_their_code_could_change(
             if isinstance(value, (set, bytearray)) or hasattr(type(value), "__setitem__"):
                 writable.append(f"{name}.{attribute}")
     assert not writable, f"make these read-only (types.MappingProxyType, tuple): {writable}"
+
+
+#: round 3 of the red team (2026-12-05): cells IPython would run differently from how they
+#: read. A `...:` prompt on a cell's second line makes IPython strip it from every line (a
+#: kernel's string then held a second `def` line for Triton's interpreter); one `>>>` line
+#: turns on doctest mode, which dedents stretches of lines (a function's body ran at the top
+#: level, where its parameter `getattr` was the builtin)
+IPYTHON_REWRITES = {
+    "continuation_prompts": 'notes = """\n...: IPython strips this from every line\n"""\n'
+                            "@triton.jit\ndef k(x_ptr):\n"
+                            '    more = """\n    ...: def k(x_ptr):\n    ...:     pass\n    #"""\n',
+    "doctest_prompts": "prompt = 'one line \\\n>>> '\n\n\ndef helper(getattr):\n"
+                       '    """IPython dedents the body."""\n    ...\n    getattr(helper, "x")\n'
+                       '"""A top-level string ends the stretch."""\n',
+}
+
+
+@pytest.mark.parametrize("source", IPYTHON_REWRITES.values(), ids=IPYTHON_REWRITES.keys())
+def test_a_cell_ipython_would_rewrite_is_refused(source):
+    assert not audit.runs_as_written(source)
+    refusals = audit.audit(source, audit.lesson_names(["import torch, triton"]))
+    assert [r.rule for r in refusals] == ["syntax"] and "IPython would run" in refusals[0].message

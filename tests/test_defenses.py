@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from tests.adversaries import lesson_namespace, run_test_cell
 from tilegym_edu import check, grading
@@ -87,3 +88,26 @@ def test_answers_computed_ahead_for_the_visible_seeds_fail_in_a_grading_kernel(m
 def test_triton_launch_hooks_exist_in_this_triton():
     """The raw-kernel wall relies on JITFunction.add_pre_run_hook."""
     assert hasattr(matmul.naive_matmul_kernel, "add_pre_run_hook"), triton.__version__
+
+
+@triton.jit
+def _store_zeros_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.zeros((BLOCK,), tl.float32), mask=offsets < n)
+
+
+def test_a_counted_run_that_zeroes_its_inputs_fails_the_traffic_check():
+    """Round 3 of the red team (2026-12-05): stores of exactly the output's bytes, all zeros,
+    then `x.zero_()`: the traffic check's reference, read from the inputs after the call,
+    agreed. It reads copies taken before the call now, and the inputs must come back as they
+    were."""
+    def zeros_then_zero_the_input(x):
+        out = torch.empty_like(x)
+        _store_zeros_kernel[(1,)](out, x.numel(), BLOCK=16)
+        x.zero_()
+        return out
+
+    x = torch.randn(16)
+    with pytest.raises(AssertionError, match=r"modified its input argument\(s\) \[0\]"):
+        grading.assert_traffic(zeros_then_zero_the_input, (x,), lambda x: x * 2, torch.float32,
+                               what="doubling", stores=16 * 4)

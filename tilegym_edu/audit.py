@@ -13,7 +13,8 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 ``tune``, ``bench``, ``check`` ...). What is refused, by rule:
 
 * ``syntax``: anything that is not plain Python (IPython magics ``%``, shell ``!``, ``?`` help),
-  and ``match`` (its class patterns read attributes by name);
+  a cell IPython would run otherwise than it reads (prompts ``>>>``, ``...:``:
+  :func:`runs_as_written`), and ``match`` (its class patterns read attributes by name);
 * ``import``: modules outside :data:`ALLOWED_IMPORTS` (``os``, ``sys``, ``gc``, ``ctypes``,
   ``inspect``, ``numpy``, the course's reference kernels and grader ...), and ``import *``;
 * ``name``: builtins that reach around Python's rules (``exec``, ``eval``, ``open``,
@@ -753,8 +754,22 @@ _ATTRIBUTE_REASONS = {
 }
 
 
+def runs_as_written(source: str) -> bool:
+    """Whether IPython runs ``source`` as written. Its input transformations strip prompts
+    (``>>>``, ``...:``) and the indentation of doctest-like stretches: a red team of
+    2026-12-05 used them to run code the audit had read as a string, or as a function's body.
+    Leading and trailing blank lines, which IPython drops, do not count."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    return TransformerManager().transform_cell(source).strip("\n") == source.strip("\n")
+
+
 def audit(source: str, lesson: LessonNames) -> list[Refusal]:
     """Every refusal for one cell's ``source``, in line order; [] when the cell may run."""
+    if not runs_as_written(source):
+        return [Refusal(1, "syntax", "IPython would run this cell differently from how it "
+                        "reads (it strips prompts such as `>>>` and `...:`, and the indentation "
+                        "of lines that follow one): remove the prompts",
+                        (1, max(1, len(source.splitlines()))))]
     try:
         tree = ast.parse(source)
     except SyntaxError as error:

@@ -158,7 +158,11 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and returned what
     ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
     ``what`` names the case in every message; the hints follow the failure they explain. Shows
-    the counts (a figure for the grade table)."""
+    the counts (a figure for the grade table). The inputs must come back unchanged: the
+    reference reads copies taken before the call (a red team's kernel zeroed its inputs and
+    stored zeros, which the reference then agreed with)."""
+    reference_inputs = [to_reference(a) for a in args]
+    originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     outputs = []
     counted = traffic.count_traffic(lambda: outputs.append(guarded_call(fn, args)))
     loaded, stored = counted.loaded_bytes, counted.stored_bytes
@@ -172,8 +176,12 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     if loads_at_most is not None and loaded > loads_at_most:
         raise AssertionError(f"{what}: loaded {loaded:,} bytes, over the budget of "
                              f"{loads_at_most:,.0f}{load_hint}")
-    passed, _, message = compare_output(outputs[0], reference(*(to_reference(a) for a in args)),
-                                        dtype)
+    changed = [i for i, (a, o) in enumerate(zip(args, originals))
+               if o is not None and not torch.equal(a, o)]
+    if changed:
+        raise AssertionError(f"{what}: the counted run modified its input argument(s) {changed}: "
+                             "a kernel may write only its output")
+    passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)
     if not passed:
         raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
 

@@ -276,6 +276,10 @@ def _take_learner_code(cell: NotebookNode, label: str, names: audit.LessonNames,
     """Mark ``cell`` as the learner's code; replace it if the audit refuses it."""
     cell.metadata.setdefault(META, {})["learner"] = label
     refusals = audit.audit(cell.source, names)
+    if not refusals and not audit.runs_as_written(write_guard.mark(cell.source)):
+        refusals = [audit.Refusal(1, "syntax", "IPython would run this cell differently once the "
+                                  "grader's last line is added: remove prompts and odd "
+                                  "indentation", (1, max(1, len(cell.source.splitlines()))))]
     if refusals:
         why = audit.describe(refusals)
         result.refused[label] = why
