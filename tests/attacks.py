@@ -70,6 +70,18 @@ ATTACKS = [
            "syntax"),
     Attack(3, "getmembers", "def members(m):\n    return m.getmembers(m)", "attribute"),
     Attack(3, "interpreter_cache", "def cache_of(k):\n    return k.rewritten_fn", "attribute"),
+    # round 4: attributes written by name, namespaces and modules as a call's value, setters
+    # called directly, a forbidden part of torch re-exported, a dunder named by a string
+    Attack(1, "update_wrapper", "import functools\n"
+                                "functools.update_wrapper(print, print, (), ())", "attribute"),
+    Attack(1, "global_enum", "import enum\nput_in_module = enum.global_enum", "attribute"),
+    Attack(1, "property_setter", "def setter_of(p):\n    return p.fset", "attribute"),
+    Attack(1, "reexported_part", "allocate = torch.cuda.change_current_allocator", "attribute"),
+    Attack(3, "capture_scope", "def scope_of(f):\n    return f.get_capture_scope()", "attribute"),
+    Attack(3, "device_module", "def module_of():\n    return torch.get_device_module('cuda')",
+           "attribute"),
+    Attack(3, "dunder_string", "def builtins_of(namespace):\n    return namespace['__builtins__']",
+           "name"),
     # 2. escape the shortcut guard
     Attack(2, "dispatch_off",
            "from torch.utils._python_dispatch import _disable_current_modes", "import"),

@@ -82,6 +82,7 @@ FORBIDDEN_NAMES = frozenset({
     "get_ipython", "display", "In", "Out",
     "grading",   # the grader's module, imported by the lesson's setup cell
 })
+_DUNDER = re.compile(r"__\w+__")
 _IPYTHON_HISTORY = re.compile(r"^(_+|_i+|_i\d+|_\d+|_ih|_oh|_dh|_exit_code)$")
 
 #: attribute names a learner's cell may not read or write, on any object
@@ -103,6 +104,12 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "rewritten_fn",
     # getattr by another name; classes with any base and dunders
     "getmembers", "getmembers_static", "getattr_static", "make_dataclass",
+    # round 4 (2026-12-05): a Triton function's namespace (its module's, __builtins__ within),
+    # a module as a call's value, attributes written by name (functools copies __code__ from
+    # one function to another; enum puts members into a module's namespace), setters called
+    # directly
+    "get_capture_scope", "get_device_module", "update_wrapper", "wraps", "global_enum",
+    "fset", "fdel",
     # ways to the interpreter's machinery from an object that is not a module
     "sys", "modules", "builtins", "get_ipython", "frame", "locals", "globals",
     "currentframe", "getargvalues",
@@ -713,6 +720,14 @@ class _Auditor(ast.NodeVisitor):
                         "module, which the grader uses too (copy it first: `dict(...)`, "
                         "`list(...)`)")
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """A string that is a dunder name: such names reach around the audit when passed to
+        what reads attributes or items by name (`namespace["__builtins__"]`, functools'
+        `assigned=("__code__",)`)."""
+        if isinstance(node.value, str) and _DUNDER.fullmatch(node.value):
+            self.refuse(node, "name", f"the string {node.value!r} names a dunder, which graded "
+                        "cells may not use")
+
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
         if isinstance(function, ast.Attribute) and function.attr in MUTATING_METHODS:
@@ -852,9 +867,12 @@ def _reach(module: str, parts: tuple[str, ...] | list[str]) -> tuple[str | None,
         if isinstance(home, str):
             if home.split(".")[0] not in _ALLOWED_ROOTS:
                 return f"it reaches `{home}`, which graded cells may not use", False
-            found = _forbidden_part(home) if home.startswith("tilegym_edu") else None
+            # a re-export (torch.cuda.change_current_allocator is torch.cuda.memory's), except
+            # Triton's public API, which triton.runtime defines (triton.jit, triton.cdiv)
+            found = None if home.split(".")[0] == "triton" else _forbidden_part(home)
             if found:
-                return f"it reaches `{found}`, the course's own machinery", False
+                return (f"it is `{found}`'s, which graded cells may not use (re-exported as "
+                        f"`{path}`)"), False
         if is_module:
             path = obj.__name__
     return None, is_module
