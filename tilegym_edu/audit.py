@@ -135,6 +135,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "torch.cuda.graph", "torch.cuda.CUDAGraph",
     "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.graphs",
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
+    # Triton's compiler and its asynchronous mode, re-exported at the top
+    "triton.compile", "triton.AsyncCompileMode", "triton.FutureKernel",
     # the course's reference kernels and its grading machinery
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
     "tilegym_edu.build", "tilegym_edu.autograde", "tilegym_edu.grade_report",
