@@ -82,6 +82,11 @@ ATTACKS = [
            "attribute"),
     Attack(3, "dunder_string", "def builtins_of(namespace):\n    return namespace['__builtins__']",
            "name"),
+    # round 5: a method read from its class, given a class as self (`type` came back); a
+    # finalizer writing the answer after the guarded call is in tests/test_defenses.py
+    Attack(1, "method_from_its_class", "import collections\n"
+                                       "maker = collections.Counter.copy(collections.Counter)",
+           "attribute"),
     # 2. escape the shortcut guard
     Attack(2, "dispatch_off",
            "from torch.utils._python_dispatch import _disable_current_modes", "import"),

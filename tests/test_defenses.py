@@ -111,3 +111,38 @@ def test_a_counted_run_that_zeroes_its_inputs_fails_the_traffic_check():
     with pytest.raises(AssertionError, match=r"modified its input argument\(s\) \[0\]"):
         grading.assert_traffic(zeros_then_zero_the_input, (x,), lambda x: x * 2, torch.float32,
                                what="doubling", stores=16 * 4)
+
+
+class _WritesTheAnswerWhenFreed:
+    """Held by a candidate's output: freed with it, it writes the answer of the latest call
+    into that call's output, as round 5 of the red team did with a generator's `finally`."""
+
+    def __init__(self, pending):
+        self.pending = pending
+
+    def __del__(self):
+        x, out = self.pending[-1]
+        out.copy_(x * 2)
+
+
+# the finalizer's arithmetic, run under the guard, raises LibraryShortcut, which Python reports
+# as an exception ignored in __del__
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_answer_written_after_the_guarded_call_is_not_the_one_compared():
+    """Each call's output, freed when the next one arrives (outside the shortcut guard), set
+    off code that wrote the next output's answer: every check after the first passed. The
+    grader compares a copy taken under the guard, so none does now."""
+    pending = []
+
+    def doubled_later(x):
+        out = torch.empty_like(x)
+        pending[:] = [(x, out)]       # the latest call's only: an earlier output is freed
+        out.keeper = _WritesTheAnswerWhenFreed(pending)
+        return out
+
+    def inputs(case, generator):
+        return (check.random_tensor(case["shape"], case["dtype"], generator),)
+
+    with pytest.raises(AssertionError, match="4 of 4 checks failed"):
+        grading.assert_correct(doubled_later, lambda x: 2 * x, inputs,
+                               [{"shape": (8,), "dtype": torch.float32}], seeds=(0, 1, 2, 3))

@@ -55,6 +55,7 @@ import ast
 import builtins
 import functools
 import importlib.util
+import inspect
 import re
 import types
 import typing
@@ -781,7 +782,16 @@ def runs_as_written(source: str) -> bool:
 
 
 def audit(source: str, lesson: LessonNames) -> list[Refusal]:
-    """Every refusal for one cell's ``source``, in line order; [] when the cell may run."""
+    """Every refusal for one cell's ``source``, in line order; [] when the cell may run. A
+    cell nested too deeply for the audit to read (RecursionError) is refused whole."""
+    try:
+        return _audit(source, lesson)
+    except (RecursionError, MemoryError):
+        return [Refusal(1, "syntax", "this cell nests too deeply for the grader to read: split "
+                        "its expressions", (1, max(1, len(source.splitlines()))))]
+
+
+def _audit(source: str, lesson: LessonNames) -> list[Refusal]:
     if not runs_as_written(source):
         return [Refusal(1, "syntax", "IPython would run this cell differently from how it "
                         "reads (it strips prompts such as `>>>` and `...:`, and the indentation "
@@ -860,10 +870,16 @@ def _reach(module: str, parts: tuple[str, ...] | list[str]) -> tuple[str | None,
         if found:
             return (f"`{found}` changes global settings, reads or writes files, or makes tensors "
                     "from Python data"), False
+        owner = obj
         try:
             obj = getattr(obj, part)
         except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
             return None, False
+        if isinstance(owner, type) and (inspect.isfunction(obj) or inspect.ismethoddescriptor(obj)):
+            # a method read from its class runs on whatever it is given as self: round 5's
+            # collections.Counter.copy(SomeClass) returned `type` itself
+            return (f"`{part}` is read from the class `{owner.__name__}`: call it on an "
+                    "instance"), False
         is_module = isinstance(obj, types.ModuleType)
         home = obj.__name__ if is_module else getattr(obj, "__module__", None)
         if isinstance(home, str):

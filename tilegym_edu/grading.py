@@ -100,6 +100,23 @@ def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[st
         _guard_depth -= 1
 
 
+def guarded_copy(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = ()) -> Any:
+    """guarded_call(fn, args, allow), its tensor outputs copied while the guard still holds
+    and the originals dropped there: learner code that runs later (a finalizer that the
+    original's release sets off, round 5 of the red team) can change nothing that is
+    compared, and what it does while they are dropped runs under the guard."""
+    global _guard_depth
+    _guard_depth += 1
+    try:
+        with _ShortcutGuard(allow, True):
+            out = fn(*args)
+            copied = _detached_copy(out)
+            del out
+            return copied
+    finally:
+        _guard_depth -= 1
+
+
 def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator for the course's reference kernels: calling one inside a graded call raises.
     On a ``@triton.jit`` kernel it adds a pre-run hook instead, so a launch of the raw kernel
@@ -137,7 +154,7 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
     the call may use."""
     allow = tuple(allow)
     results = check(fn, reference, make_inputs, list(cases), graded_seeds(seeds),
-                    tolerances=tolerances, call=lambda f, args: guarded_call(f, args, allow))
+                    tolerances=tolerances, call=lambda f, args: guarded_copy(f, args, allow))
     compared = [figures.error(r.error, r.tolerance, 1) for r in results if r.error is not None]
     if compared:
         worst = figures.closest(compared)
@@ -164,7 +181,7 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     reference_inputs = [to_reference(a) for a in args]
     originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     outputs = []
-    counted = traffic.count_traffic(lambda: outputs.append(guarded_call(fn, args)))
+    counted = traffic.count_traffic(lambda: outputs.append(guarded_copy(fn, args)))
     loaded, stored = counted.loaded_bytes, counted.stored_bytes
     budget = f" (budget {loads_at_most:,.0f})" if loads_at_most is not None else ""
     figures.emit(figures.traffic(loaded, loads_at_most or 0, stored, stores),
