@@ -146,3 +146,20 @@ def test_an_answer_written_after_the_guarded_call_is_not_the_one_compared():
     with pytest.raises(AssertionError, match="4 of 4 checks failed"):
         grading.assert_correct(doubled_later, lambda x: 2 * x, inputs,
                                [{"shape": (8,), "dtype": torch.float32}], seeds=(0, 1, 2, 3))
+
+
+def test_the_copy_that_is_compared_never_runs_the_output_s_own_methods():
+    """Round 6 of the red team (2026-12-05) returned a Tensor subclass whose `detach` handed
+    the grader's copy a tensor it kept, and wrote the answer into that later. A subclass is
+    not copied at all now (the comparison refuses it); a plain tensor is copied with torch's
+    own methods."""
+    class Sub(torch.Tensor):
+        def detach(self):
+            raise AssertionError("the output's own detach ran")
+
+    out = torch.ones(3).as_subclass(Sub)
+    assert grading._detached_copy(out) is out
+    assert not check.compare_output(out, torch.ones(3, dtype=torch.float64), torch.float32)[0]
+    plain = torch.ones(3)
+    copied = grading._detached_copy((plain, [plain]))
+    assert type(copied) is tuple and copied[0] is not plain and torch.equal(copied[1][0], plain)

@@ -135,6 +135,10 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "torch.autograd.graph", "torch.autograd.profiler", "torch.nn.utils", "torch.cuda.memory",
     "torch.cuda.graph", "torch.cuda.CUDAGraph",
     "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.graphs",
+    # classes whose methods, called on a class as self, hand back `type` (round 5 and 6 of the
+    # red team: `C = collections.Counter; C.copy(SomeClass)`)
+    "collections.Counter", "collections.UserDict", "collections.UserList",
+    "collections.UserString", "collections.ChainMap",
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
     # Triton's compiler and its asynchronous mode, re-exported at the top
     "triton.compile", "triton.AsyncCompileMode", "triton.FutureKernel",
