@@ -84,6 +84,8 @@ ATTACKS = [
            "name"),
     # round 5: a method read from its class, given a class as self (`type` came back); a
     # finalizer writing the answer after the guarded call is in tests/test_defenses.py
+    Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
+           "attribute"),
     Attack(1, "method_from_its_class", "import collections\n"
                                        "maker = collections.Counter.copy(collections.Counter)",
            "attribute"),

@@ -1,6 +1,7 @@
 """traffic: bytes loaded and stored by Triton kernels, counted in the interpreter."""
 import torch
 import triton
+import triton.language as tl
 from triton.runtime.jit import JITFunction
 
 from tests.kernels import double_kernel, triton_double
@@ -96,3 +97,21 @@ def test_counting_leaves_triton_language_as_it_found_it():
     for obj, old, new in zip(tracked, before, after):
         changed = [k for k in set(old) | set(new) if old.get(k, None) is not new.get(k, None)]
         assert not changed, f"{getattr(obj, '__name__', obj)}: {changed[:5]}"
+
+
+@triton.jit
+def _read_by_atomic_add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    seen = tl.atomic_add(x_ptr + offsets, tl.zeros((BLOCK,), tl.float32), mask=mask)
+    tl.store(out_ptr + offsets, seen * 2, mask=mask)
+
+
+def test_atomics_count_as_a_load_and_a_store_of_each_element():
+    """Round 7 of the red team (2026-12-05) read a matmul's inputs with tl.atomic_add(p, 0),
+    which moved nothing by the count, and passed a load budget."""
+    x = torch.randn(10)
+    out = torch.empty_like(x)
+    counted = count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](x, out, 10, BLOCK=16))
+    assert torch.equal(out, x * 2)
+    assert (counted.loaded_bytes, counted.stored_bytes) == (40, 40 + 40)   # the atomic's write too

@@ -111,6 +111,8 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # directly
     "get_capture_scope", "get_device_module", "update_wrapper", "wraps", "global_enum",
     "fset", "fdel",
+    # round 7: typing.get_origin(typing.Type) is `type` itself
+    "get_origin", "get_args",
     # ways to the interpreter's machinery from an object that is not a module
     "sys", "modules", "builtins", "get_ipython", "frame", "locals", "globals",
     "currentframe", "getargvalues",

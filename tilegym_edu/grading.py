@@ -496,8 +496,8 @@ def _detached_copy(value: Any) -> Any:
     of the red team) comes back as it is, and the comparison refuses it."""
     if type(value) is torch.Tensor:  # noqa: E721 - exactly: a subclass's methods are not torch's
         return torch.Tensor.clone(torch.Tensor.detach(value))
-    if type(value) in (tuple, list):
-        return type(value)(_detached_copy(v) for v in value)
+    if type(value) is tuple or type(value) is list:   # `is`: a metaclass could answer ==
+        return (tuple if type(value) is tuple else list)(_detached_copy(v) for v in value)
     return value
 
 

@@ -3,7 +3,8 @@
 A GPU profiler reports the bytes a kernel moves between memory and the chip. Without one (or
 without a GPU) we can still count what the kernel *asks for*: run it in Triton's interpreter
 and add up, over every program instance, the bytes of every ``tl.load`` and ``tl.store``
-(lanes switched off by a mask move nothing). That is the traffic the kernel would cause if no
+(tensor descriptors' too; an atomic counts as a load and a store of each element it touches;
+lanes switched off by a mask move nothing). That is the traffic the kernel would cause if no
 cache helped: the right number for comparing algorithms (a tiled matmul loads each element far
 fewer times than a naive one), and an upper bound on what a real GPU moves.
 
@@ -59,6 +60,7 @@ def _element_bytes(ptrs) -> int:
 def _counting(counter: _Counter) -> Iterator[None]:
     builder = interpreter.InterpreterBuilder
     load, store = builder.create_masked_load, builder.create_masked_store
+    atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
     set_grid_idx, run = builder.set_grid_idx, interpreter.InterpretedFunction.run
     jit_run, jit_call = JITFunction.run, JITFunction.__call__
 
@@ -69,6 +71,20 @@ def _counting(counter: _Counter) -> Iterator[None]:
     def counted_store(self, ptrs, value, mask, *rest, **kwargs):
         counter.stored += int(np.count_nonzero(mask.data)) * _element_bytes(ptrs)
         return store(self, ptrs, value, mask, *rest, **kwargs)
+
+    # an atomic reads and writes each element it touches (tl.atomic_add(p, 0) is a load: round 7
+    # of the red team read a matmul's inputs so, uncounted)
+    def counted_atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs):
+        moved = int(np.count_nonzero(mask.data)) * _element_bytes(ptr)
+        counter.loaded += moved
+        counter.stored += moved
+        return atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs)
+
+    def counted_atomic_cas(self, ptr, *rest, **kwargs):
+        moved = int(np.size(ptr.data)) * _element_bytes(ptr)
+        counter.loaded += moved
+        counter.stored += moved
+        return atomic_cas(self, ptr, *rest, **kwargs)
 
     def counted_program(self, *args, **kwargs):
         counter.programs += 1
@@ -96,6 +112,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
         set_attr(self, obj, name, value)
 
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
+    builder.create_atomic_rmw, builder.create_atomic_cas = counted_atomic_rmw, counted_atomic_cas
     builder.set_grid_idx, interpreter.InterpretedFunction.run = counted_program, counted_run
     JITFunction.run, JITFunction.__call__ = interpreted_run, interpreted_call
     interpreter._LangPatchScope.set_attr = recorded_set_attr
@@ -103,6 +120,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
         yield
     finally:
         builder.create_masked_load, builder.create_masked_store = load, store
+        builder.create_atomic_rmw, builder.create_atomic_cas = atomic_rmw, atomic_cas
         builder.set_grid_idx, interpreter.InterpretedFunction.run = set_grid_idx, run
         JITFunction.run, JITFunction.__call__ = jit_run, jit_call
         interpreter._LangPatchScope.set_attr = set_attr
