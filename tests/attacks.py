@@ -84,6 +84,10 @@ ATTACKS = [
            "name"),
     # round 5: a method read from its class, given a class as self (`type` came back); a
     # finalizer writing the answer after the guarded call is in tests/test_defenses.py
+    # round 8: a kernel keeping what it loaded in a Python dict between programs (the traffic
+    # count, in the interpreter, missed the loads it saved)
+    Attack(2, "kernel_keeps_tiles", "SAVED = {{}}\n@triton.jit\ndef keeper_kernel(x_ptr):\n"
+                                    "    SAVED[0] = 1", "kernel"),
     Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
            "attribute"),
     Attack(1, "method_from_its_class", "import collections\n"

@@ -38,8 +38,10 @@ def notebook(folder: str, lesson: str) -> nbformat.NotebookNode:
 
 def trusted_names(lesson: str) -> audit.LessonNames:
     nb = notebook("notebooks", lesson)
-    return audit.lesson_names(c.source for c in nb.cells
-                              if c.cell_type == "code" and not submission.is_solution(c))
+    return audit.lesson_names([c.source for c in nb.cells if c.cell_type == "code"
+                               and not submission.is_solution(c) and not submission.is_graded(c)],
+                              [c.source for c in notebook("solutions", lesson).cells
+                               if submission.is_graded(c)])
 
 
 def solution_cell_defining(nb: nbformat.NotebookNode, function: str) -> nbformat.NotebookNode:
@@ -247,3 +249,13 @@ def test_a_cell_ipython_would_rewrite_is_refused(source):
     assert not audit.runs_as_written(source)
     refusals = audit.audit(source, audit.lesson_names(["import torch, triton"]))
     assert [r.rule for r in refusals] == ["syntax"] and "IPython would run" in refusals[0].message
+
+
+def test_names_only_the_test_cells_bind_are_the_tests_own():
+    """Round 8 of the red team returned a hidden test's own `rules(...)` from the learner's
+    function; the test cells' names (hidden tests included, from the lesson's source) are
+    refused in learner code, names the lesson's other cells also bind are not."""
+    names = audit.lesson_names(["shared = 1"], ["def rules(n):\n    return n\nshared = 2"])
+    assert names.tests == {"rules"}
+    refused = audit.audit("def answer(n):\n    return rules(n) + shared", names)
+    assert [(r.rule, "rules" in r.message) for r in refused] == [("lesson name", True)]

@@ -115,3 +115,10 @@ def test_atomics_count_as_a_load_and_a_store_of_each_element():
     counted = count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](x, out, 10, BLOCK=16))
     assert torch.equal(out, x * 2)
     assert (counted.loaded_bytes, counted.stored_bytes) == (40, 40 + 40)   # the atomic's write too
+
+
+def test_a_kernel_given_a_python_container_is_not_counted():
+    """A dict passed to a kernel could keep what one program loaded for the next (round 8)."""
+    import pytest
+    with pytest.raises(TypeError, match="a kernel argument is a Python dict"):
+        count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), {}, 4, BLOCK=4))

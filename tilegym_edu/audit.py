@@ -41,7 +41,8 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
   ``except:`` too): the grader interrupts a cell past its time limit;
 * ``async``: coroutines and async generators (no place in kernel code);
 * ``kernel``: in a ``@triton.jit`` function, a second line starting with ``def `` (Triton's
-  interpreter runs the kernel's source again from the last such line) or an attribute write.
+  interpreter runs the kernel's source again from the last such line), an attribute or item
+  write, or a call that changes a Python container (``.append``, ``.update`` ...).
 
 The audit is a first wall, not the only one: attribute writes are checked again as they run
 (:mod:`tilegym_edu.write_guard`), graded calls run under the shortcut guard
@@ -207,6 +208,10 @@ class LessonNames:
     imports: Mapping[str, str]
     modules: Mapping[str, str]
     others: frozenset[str]
+    #: names only the lesson's test cells bind (their checkers, references, expected values):
+    #: a learner's code may not read them (round 8 of the red team returned a hidden test's
+    #: own `rules(...)`)
+    tests: frozenset[str] = frozenset()
 
 
 @functools.cache
@@ -217,12 +222,15 @@ def _is_module(path: str) -> bool:
         return False
 
 
-def lesson_names(trusted_sources: Iterable[str]) -> LessonNames:
-    """The top-level names bound by the lesson's trusted cells (sources that do not parse,
-    which a trusted cell never is, are skipped)."""
+def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = ()
+                 ) -> LessonNames:
+    """The top-level names bound by the lesson's trusted cells: ``trusted_sources`` and its
+    test cells, ``test_sources`` (sources that do not parse, which a trusted cell never is, are
+    skipped). Names only the test cells bind are :attr:`LessonNames.tests`."""
+    trusted, tests = list(trusted_sources), list(test_sources)
     imports: dict[str, str] = {}
     others: set[str] = set()
-    for source in trusted_sources:
+    for source in [*trusted, *tests]:
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -242,7 +250,18 @@ def lesson_names(trusted_sources: Iterable[str]) -> LessonNames:
             if name not in imports:
                 others.add(name)
     modules = {name: path for name, path in imports.items() if _is_module(path)}
-    return LessonNames(imports, modules, frozenset(others))
+    return LessonNames(imports, modules, frozenset(others),
+                       frozenset(_top_level_names(tests) - _top_level_names(trusted)))
+
+
+def _top_level_names(sources: Iterable[str]) -> set[str]:
+    names: set[str] = set()
+    for source in sources:
+        try:
+            names |= _module_bindings(ast.parse(source))
+        except SyntaxError:
+            continue
+    return names
 
 
 def _module_bindings(tree: ast.Module) -> set[str]:
@@ -434,9 +453,15 @@ class _Auditor(ast.NodeVisitor):
                         "line may start with `def ` (Triton's interpreter runs the kernel from "
                         "the last such line): no nested functions, no such line in a string")
         for inner in ast.walk(node):
-            if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+            if (isinstance(inner, (ast.Attribute, ast.Subscript))
+                    and isinstance(inner.ctx, (ast.Store, ast.Del))):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
-                            "no attributes")
+                            "no attributes and no items (in the interpreter a kernel is Python, "
+                            "and a dict kept between programs hid loads from the traffic count)")
+            elif (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                  and inner.func.attr in MUTATING_METHODS):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner.func)}(...)`: a Triton kernel "
+                            "changes no Python container")
 
     def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if any(_is_jit(d) for d in node.decorator_list):
@@ -622,6 +647,9 @@ class _Auditor(ast.NodeVisitor):
             return
         if name in FORBIDDEN_NAMES:
             self.refuse(node, "name", f"`{name}` is not allowed in graded cells")
+        elif name in self.lesson.tests:
+            self.refuse(node, "lesson name", f"`{name}` is defined by a test cell: your code may "
+                        "not use what the tests check it with")
         elif (name in interpreter_names() and name not in self.lesson.imports
               and name not in self.lesson.others):
             self.refuse(node, "name", f"`{name}` is a name Triton's interpreter puts in the "

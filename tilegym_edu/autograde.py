@@ -115,7 +115,8 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
             notes.append(f"{name}.ipynb is missing from {source}: graded as an empty notebook")
             theirs = nbformat.v4.new_notebook()
         prepared[name] = submission.prepare(
-            lesson_nb, theirs, [e for e in exercises if e in submission.graded_ids(lesson_nb)])
+            lesson_nb, theirs, [e for e in exercises if e in submission.graded_ids(lesson_nb)],
+            submission.lesson_source(root, lesson, name))
         notes += prepared[name].notes
         notes += [f"the grader left out part of {label}: {why}"
                   for label, why in prepared[name].refused.items()]

@@ -40,7 +40,9 @@ class PrepareSubmission(NbGraderPreprocessor):
         if not released.is_file():
             raise FileNotFoundError(f"{released} is missing: run `nbgrader generate_assignment "
                                     f"{lesson}` in {self.course_root} before grading it")
-        prepared = submission.prepare(nbformat.read(released, as_version=4), nb)
+        prepared = submission.prepare(nbformat.read(released, as_version=4), nb,
+                                      source=submission.lesson_source(Path(self.course_root),
+                                                                      lesson, name))
         for note in prepared.notes:
             self.log.warning("%s: %s", name, note)
         for label, why in prepared.refused.items():

@@ -36,7 +36,9 @@ import copy
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import nbformat
 from nbformat import NotebookNode
 
 from tilegym_edu import audit, write_guard
@@ -155,23 +157,34 @@ def fail_deleted_cells(prepared: Prepared) -> None:
                                          "the notebook handed in: it ran, and scores 0")
 
 
+def lesson_source(root: Path, lesson: str, notebook: str) -> NotebookNode | None:
+    """The lesson's own notebook ``notebook`` (nbgrader's source, in ``solutions/``: hidden
+    tests included), or None where the course has none."""
+    path = root / "solutions" / lesson / f"{notebook}.ipynb"
+    return nbformat.read(path, as_version=4) if path.is_file() else None
+
+
 def graded_ids(release: NotebookNode) -> list[str]:
     """The grade ids of a lesson notebook's graded cells, in order."""
     return [_key(c) for c in release.cells if is_graded(c)]
 
 
 def prepare(release: NotebookNode, submitted: NotebookNode,
-            exercises: Collection[str] = ()) -> Prepared:
+            exercises: Collection[str] = (), source: NotebookNode | None = None) -> Prepared:
     """The notebook to grade for ``submitted``, built on ``release`` (see the module doc);
-    with ``exercises`` (grade ids of ``release``), only those graded cells and what they
+    ``source``, the lesson's own notebook, gives the test cells with their hidden tests,
+    whose names the learner's code may not use (the release has them stripped, nbgrader puts
+    them back when it grades); with ``exercises`` (grade ids of ``release``), only those graded
+    cells and what they
     need."""
     unknown = set(exercises) - set(graded_ids(release))
     if unknown:
         raise ValueError(f"no graded cell {', '.join(f'`{e}`' for e in sorted(unknown))} in "
                          "this notebook")
     lesson_cells = {_key(c): c for c in release.cells}
-    names = audit.lesson_names(c.source for c in release.cells
-                               if c.cell_type == "code" and not is_solution(c))
+    names = audit.lesson_names([c.source for c in release.cells if c.cell_type == "code"
+                                and not is_solution(c) and not is_graded(c)],
+                               [c.source for c in (source or release).cells if is_graded(c)])
     result = Prepared(notebook=copy.deepcopy(release))
     counts = Counter(_key(c) for c in submitted.cells if _key(c) in lesson_cells)
     for key, count in counts.items():

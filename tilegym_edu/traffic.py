@@ -92,6 +92,11 @@ def _counting(counter: _Counter) -> Iterator[None]:
 
     def counted_run(self, *args, **kwargs):
         counter.launches += 1
+        containers = [type(a).__name__ for a in [*args, *kwargs.values()]
+                      if isinstance(a, (dict, list, set, bytearray))]
+        if containers:   # a kernel could keep what it loaded in one, between programs
+            raise TypeError(f"a kernel argument is a Python {containers[0]}: pass tensors, "
+                            "numbers and constexprs")
         return run(self, *args, **kwargs)
 
     # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.
