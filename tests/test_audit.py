@@ -255,7 +255,8 @@ def test_names_only_the_test_cells_bind_are_the_tests_own():
     """Round 8 of the red team returned a hidden test's own `rules(...)` from the learner's
     function; the test cells' names (hidden tests included, from the lesson's source) are
     refused in learner code, names the lesson's other cells also bind are not."""
-    names = audit.lesson_names(["shared = 1"], ["def rules(n):\n    return n\nshared = 2"])
+    names = audit.lesson_names(["shared = 1"],
+                               ["import math\ndef rules(n):\n    return n\nshared = 2"])
     assert names.tests == {"rules"}
     refused = audit.audit("def answer(n):\n    return rules(n) + shared", names)
     assert [(r.rule, "rules" in r.message) for r in refused] == [("lesson name", True)]

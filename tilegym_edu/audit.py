@@ -226,7 +226,7 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
                  ) -> LessonNames:
     """The top-level names bound by the lesson's trusted cells: ``trusted_sources`` and its
     test cells, ``test_sources`` (sources that do not parse, which a trusted cell never is, are
-    skipped). Names only the test cells bind are :attr:`LessonNames.tests`."""
+    skipped). Names only the test cells bind, imports aside, are :attr:`LessonNames.tests`."""
     trusted, tests = list(trusted_sources), list(test_sources)
     imports: dict[str, str] = {}
     others: set[str] = set()
@@ -250,8 +250,8 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
             if name not in imports:
                 others.add(name)
     modules = {name: path for name, path in imports.items() if _is_module(path)}
-    return LessonNames(imports, modules, frozenset(others),
-                       frozenset(_top_level_names(tests) - _top_level_names(trusted)))
+    tests_only = _top_level_names(tests) - _top_level_names(trusted) - set(imports)
+    return LessonNames(imports, modules, frozenset(others), frozenset(tests_only))
 
 
 def _top_level_names(sources: Iterable[str]) -> set[str]:
