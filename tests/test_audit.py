@@ -260,3 +260,37 @@ def test_names_only_the_test_cells_bind_are_the_tests_own():
     assert names.tests == {"rules"}
     refused = audit.audit("def answer(n):\n    return rules(n) + shared", names)
     assert [(r.rule, "rules" in r.message) for r in refused] == [("lesson name", True)]
+
+
+#: what only the public API's list refuses (no forbidden name is in them): a standard module's
+#: unlisted parts, and a kernel reading what is not Triton's or torch's
+BEYOND_THE_PUBLIC_API = {
+    "functools_part": ("import functools\nshow = functools.recursive_repr", "attribute"),
+    "enum_part": ("from enum import EnumType", "import"),
+    "kernel_reads_an_internal":
+        ("@triton.jit\ndef k(x_ptr):\n    n = x_ptr.arg_names\n", "kernel"),
+}
+
+
+@pytest.mark.parametrize("code, rule", BEYOND_THE_PUBLIC_API.values(),
+                         ids=BEYOND_THE_PUBLIC_API.keys())
+def test_names_outside_the_public_api_are_refused_where_the_audit_can_see_them(code, rule):
+    refusals = audit.audit(code, audit.lesson_names(["import torch, triton\n"
+                                                     "import triton.language as tl"]))
+    assert [r.rule for r in refusals] == [rule], audit.describe(refusals)
+    assert "names" in refusals[0].message
+
+
+def test_what_the_lessons_own_cells_read_a_learner_may_read():
+    """An attribute name the lesson's cells read (a model's layers) is allowed on any object,
+    in a chain on a module too, besides the public API; forbidden names stay forbidden."""
+    names = audit.lesson_names(["import torch\nq = model.self_attn.q_proj\n"
+                                "b = torch.nn.attention.SDPBackend.FLASH_ATTENTION\n"
+                                "g = model.__globals__"])
+    assert {"self_attn", "q_proj", "FLASH_ATTENTION"} <= names.attributes
+    assert "__globals__" not in names.attributes
+    code = ("def f(layer):\n    return layer.self_attn.q_proj\n"
+            "backend = torch.nn.attention.SDPBackend.FLASH_ATTENTION")
+    assert audit.audit(code, names) == [], audit.describe(audit.audit(code, names))
+    refused = audit.audit(code, audit.lesson_names(["import torch"]))
+    assert [r.rule for r in refused] == ["attribute"]   # torch.nn.attention: not listed

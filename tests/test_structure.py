@@ -4,7 +4,7 @@ will not stop; what a cell leaves in the gradebook; and the sandbox a class is g
 
 Kernel-level attacks (a kernel that dies, a loop that swallows the interrupt, a file written
 outside the notebook) are refused by the audit before they can run, so these tests switch the
-audit off (``unaudited``) to show the next walls hold on their own."""
+audit and its run-time half off (``unaudited``) to show the next walls hold on their own."""
 from __future__ import annotations
 
 import shutil
@@ -47,7 +47,10 @@ def hand_in(folder, nb, name="tiny.ipynb"):
 
 @pytest.fixture
 def unaudited(monkeypatch):
+    """The audit off, and its run-time half (learner cells unmarked: write_guard rewrites no
+    attribute access in them)."""
     monkeypatch.setattr(submission.audit, "audit", lambda source, names: [])
+    monkeypatch.setattr(submission.write_guard, "mark", lambda source: source)
 
 
 def by_id(report):

@@ -6,9 +6,10 @@ import ast
 import nbformat
 import pytest
 import torch
+import triton
 
 from tests.test_structure import by_id, cell, hand_in, lesson
-from tilegym_edu import autograde, write_guard
+from tilegym_edu import api_names, autograde, write_guard
 from tilegym_edu.grading import SubmissionRefused
 
 
@@ -133,3 +134,47 @@ def test_html_a_cell_displays_reaches_the_feedback_without_its_scripts(tmp_path)
     html = (root / ".grading" / "feedback" / "shown" / "tiny" / "tiny.html").read_text()
     assert by_id(report)["test_double"].points == 1
     assert "<b>kept</b>&lt;script&gt;" in html and "<script>document.title" not in html
+
+
+def test_a_learner_reads_any_attribute_of_its_own_objects_and_named_tuples():
+    found = run_learner_cell(
+        "import collections\n"
+        "class Tiles:\n"
+        "    def __init__(self):\n"
+        "        self.block_m_of_mine = 64\n"
+        "    def twice_mine(self):\n"
+        "        return 2 * self.block_m_of_mine\n"
+        "Pair = collections.namedtuple('Pair', 'left_of_mine right')\n"
+        "tiles = Tiles()\n"
+        "seen = (tiles.block_m_of_mine, tiles.twice_mine(), Pair(1, 2).left_of_mine)\n",
+        {**write_guard.GUARD_NAMES})
+    assert found["seen"] == (64, 128, 1)
+
+
+#: reads of names outside the public API from objects that are not the learner's: each a way
+#: from a public object to the machinery behind it
+FOREIGN_READS = {
+    "a kernel's parameters": "@triton.jit\ndef k(x_ptr):\n    pass\nfound = k.params",
+    "a property's getter": "class Box:\n    @property\n    def side(self):\n        return 1\n"
+                           "found = Box.side.fget",
+}
+
+
+@pytest.mark.parametrize("source", FOREIGN_READS.values(), ids=FOREIGN_READS.keys())
+def test_names_outside_the_public_api_are_read_only_from_the_learners_objects(source):
+    namespace = {**write_guard.GUARD_NAMES, "triton": triton}
+    with pytest.raises(SubmissionRefused, match="public names"):
+        run_learner_cell(source, namespace)
+
+
+def test_the_lessons_attribute_names_are_read_without_a_check():
+    class Layer:   # the lesson's object, not the learner's
+        q_proj_of_the_lesson = 3
+    source = "found = layer.q_proj_of_the_lesson"
+    tree = write_guard.rewrite(ast.parse(write_guard.mark(source)),
+                               api_names.public_api() | {"q_proj_of_the_lesson"})
+    namespace = {**write_guard.GUARD_NAMES, "layer": Layer()}
+    exec(compile(tree, "<learner cell>", "exec"), namespace)   # noqa: S102 - the test's own code
+    assert namespace["found"] == 3
+    with pytest.raises(SubmissionRefused):
+        run_learner_cell(source, {**write_guard.GUARD_NAMES, "layer": Layer()})

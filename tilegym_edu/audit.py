@@ -27,6 +27,10 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
   ``torch.tensor``, ``torch.from_numpy``), hooks and global switches (``register_*``,
   ``set_*``, ``torch.library``, ``torch.utils``, ``torch.backends``, ``triton.knobs`` ...),
   ``str.format`` (its ``{0.attr}`` fields read attributes), the course's reference kernels;
+  and, in a chain on a module, any name outside the public API
+  (:func:`tilegym_edu.api_names.public_api`) and the lesson's own cells' attribute names
+  (``functools.recursive_repr``; elsewhere such a read is checked as it runs, by
+  :mod:`tilegym_edu.write_guard`);
 * ``assign``: writing an attribute of anything but ``self``/``ctx`` inside a function (what
   ``self`` is, :mod:`tilegym_edu.write_guard` checks as the code runs), an attribute as a
   loop's or ``with``'s target, items of a module's tables (``check.TOLERANCES[...] = ...``),
@@ -42,7 +46,9 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``async``: coroutines and async generators (no place in kernel code);
 * ``kernel``: in a ``@triton.jit`` function, a second line starting with ``def `` (Triton's
   interpreter runs the kernel's source again from the last such line), an attribute or item
-  write, or a call that changes a Python container (``.append``, ``.update`` ...).
+  write, a call that changes a Python container (``.append``, ``.update`` ...), or an
+  attribute outside the public API and the lesson's (Triton reads a kernel's source itself, so
+  no run-time check reaches it).
 
 The audit is a first wall, not the only one: attribute writes are checked again as they run
 (:mod:`tilegym_edu.write_guard`), graded calls run under the shortcut guard
@@ -62,6 +68,8 @@ import types
 import typing
 from dataclasses import dataclass
 from typing import Iterable, Mapping
+
+from tilegym_edu import api_names
 
 #: modules a learner's cell may import (and their submodules where the entry ends with ".*")
 ALLOWED_IMPORTS = frozenset({
@@ -154,7 +162,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.submission", "tilegym_edu.stock", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
-    "tilegym_edu.write_guard",
+    "tilegym_edu.write_guard", "tilegym_edu.api_names",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
@@ -212,6 +220,15 @@ class LessonNames:
     #: a learner's code may not read them (round 8 of the red team returned a hidden test's
     #: own `rules(...)`)
     tests: frozenset[str] = frozenset()
+    #: attribute names the lesson's own cells read (``layer.q_proj``, ``kernel.fn``): a
+    #: learner's code may read them too, besides the public API (:mod:`tilegym_edu.api_names`)
+    attributes: frozenset[str] = frozenset()
+
+    def may_read(self, name: str) -> bool:
+        """Whether a learner's code may read the attribute ``name`` of any object (what the
+        audit does not refuse outright; other names are checked as the code runs, by
+        :mod:`tilegym_edu.write_guard`, and refused in a Triton kernel)."""
+        return name in self.attributes or name in api_names.public_api()
 
 
 @functools.cache
@@ -230,11 +247,15 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
     trusted, tests = list(trusted_sources), list(test_sources)
     imports: dict[str, str] = {}
     others: set[str] = set()
+    attributes: set[str] = set()
     for source in [*trusted, *tests]:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        if source in trusted:
+            attributes |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                           and not _forbidden_attribute(n.attr)}
         for node in tree.body:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -251,7 +272,8 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
                 others.add(name)
     modules = {name: path for name, path in imports.items() if _is_module(path)}
     tests_only = _top_level_names(tests) - _top_level_names(trusted) - set(imports)
-    return LessonNames(imports, modules, frozenset(others), frozenset(tests_only))
+    return LessonNames(imports, modules, frozenset(others), frozenset(tests_only),
+                       frozenset(attributes))
 
 
 def _top_level_names(sources: Iterable[str]) -> set[str]:
@@ -367,6 +389,7 @@ class _Auditor(ast.NodeVisitor):
         self.classes: list[str] = []          # enclosing learner classes
         self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
         self.statement = (0, 0)               # lines of the top-level statement being read
+        self.kernels = 0                      # how many Triton kernels enclose this point
 
     # -- helpers -------------------------------------------------------------------------
     def refuse(self, node: ast.AST, rule: str, message: str) -> None:
@@ -426,6 +449,10 @@ class _Auditor(ast.NodeVisitor):
             if _forbidden_attribute(alias.name) or any(
                     full == p or full.startswith(p + ".") for p in FORBIDDEN_MODULE_PARTS):
                 self.refuse(node, "import", f"`{full}` may not be imported in graded cells")
+            elif allowed and not _is_module(full):
+                why, _ = _reach(module, (alias.name,), self.lesson.attributes)
+                if why:
+                    self.refuse(node, "import", f"`from {module} import {alias.name}`: {why}")
             self.imports[alias.asname or alias.name] = full
             self.check_binding(node, alias.asname or alias.name, full)
 
@@ -464,7 +491,8 @@ class _Auditor(ast.NodeVisitor):
                             "changes no Python container")
 
     def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if any(_is_jit(d) for d in node.decorator_list):
+        kernel = any(_is_jit(d) for d in node.decorator_list)
+        if kernel:
             self.check_jit_function(node)
         if node.name.startswith("__") and node.name.endswith("__"):
             if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
@@ -487,8 +515,10 @@ class _Auditor(ast.NodeVisitor):
         self.check_parameters(node)
         self.scopes.append(_local_names(node))
         classes, self.classes = self.classes, []
+        self.kernels += kernel
         for statement in node.body:
             self.visit(statement)
+        self.kernels -= kernel
         self.classes = classes
         self.scopes.pop()
 
@@ -702,6 +732,9 @@ class _Auditor(ast.NodeVisitor):
         if _forbidden_attribute(node.attr):
             self.refuse(node, "attribute", f"`{ast.unparse(node)}` is not allowed in graded "
                         f"cells: {_attribute_reason(node.attr)}")
+        elif self.kernels and not self.lesson.may_read(node.attr):
+            self.refuse(node, "kernel", f"`{ast.unparse(node)}`: a Triton kernel reads only "
+                        f"the public names of Triton and torch, and `{node.attr}` is not one")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """An attribute read for its value (a chain's inner links are its bases, read by
@@ -735,7 +768,7 @@ class _Auditor(ast.NodeVisitor):
         module = self.module_of(root)
         if not module:
             return True
-        why, is_module = _reach(module, tuple(parts))
+        why, is_module = _reach(module, tuple(parts), self.lesson.attributes)
         if why:
             self.refuse(node, "attribute", f"`{dotted}` is not allowed in graded cells: {why}")
         return not is_module
@@ -889,16 +922,23 @@ def _forbidden_part(path: str) -> str | None:
 
 
 @functools.cache
-def _reach(module: str, parts: tuple[str, ...] | list[str]) -> tuple[str | None, bool]:
+def _reach(module: str, parts: tuple[str, ...] | list[str],
+           lesson_attributes: frozenset[str] = frozenset()) -> tuple[str | None, bool]:
     """(why reaching ``module.parts...`` is refused, or None; whether it ends at a module).
     The chain is followed through the real objects (the grader's own import of them): each
     module on the way restarts the path at its real name, so ``F.torch.save`` is
     ``torch.save``; an object defined in a module outside the allowed ones (``device.os``,
-    ``tune.Path``) is refused."""
+    ``tune.Path``) is refused, and so is a name outside the public API
+    (:mod:`tilegym_edu.api_names`) and ``lesson_attributes`` (what the lesson's cells read)."""
     parts = tuple(parts)
     path, obj = module, importlib.import_module(module)
     is_module = True
     for part in parts:
+        if part not in lesson_attributes and (
+                part not in api_names.public_api()
+                or (is_module and not api_names.standard_part_allowed(path, part))):
+            return (f"`{part}` is not one of the names of `{path}` graded cells may use "
+                    "(see tilegym_edu/api_names.py)"), False
         path = f"{path}.{part}"
         found = _forbidden_part(path)
         if found:

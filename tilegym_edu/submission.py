@@ -49,7 +49,7 @@ REFUSED_ERROR = "SubmissionRefused"
 META = "tilegym"
 #: the cell tag of a demonstration, which grading skips
 DEMO_TAG = "demo"
-#: the id of the grader's first cell (write_guard.SETUP_SOURCE) in a graded notebook
+#: the id of the grader's first cell (write_guard.setup_source) in a graded notebook
 SETUP_ID = "tilegym-grader-setup"
 
 
@@ -247,8 +247,9 @@ def prepare(release: NotebookNode, submitted: NotebookNode,
         result.refused = {k: v for k, v in result.refused.items() if k in labels}
     kept = set().union(*(names_of(c.source)[0] for c in cells if c.cell_type == "code"))
     result.skipped_names -= kept
-    setup = NotebookNode(cell_type="code", id=SETUP_ID, source=write_guard.SETUP_SOURCE,
-                         outputs=[], execution_count=None, metadata=NotebookNode())
+    setup = NotebookNode(cell_type="code", id=SETUP_ID,
+                         source=write_guard.setup_source(names.attributes), outputs=[],
+                         execution_count=None, metadata=NotebookNode())
     result.notebook.cells = [setup, *cells]
     return result
 

@@ -1,4 +1,5 @@
-"""The run-time half of the audit: which objects a learner's code may write attributes of.
+"""The run-time half of the audit: which objects a learner's code may write attributes of, and
+read attributes of beyond the public API.
 
 The audit (:mod:`tilegym_edu.audit`) lets a learner's function write ``self.x = ...`` or
 ``ctx.x = ...``, which their classes and autograd Functions need; what ``self`` is cannot be
@@ -15,6 +16,12 @@ first cell of every graded notebook, before any of the learner's):
   its in-place operation), which allow only instances of the
   learner's own classes, those classes themselves, and the ``ctx`` of the learner's autograd
   Functions;
+* each attribute read whose name is neither in the public API
+  (:func:`tilegym_edu.api_names.public_api`) nor read by the lesson's own cells goes through
+  :func:`guarded_getattr`, which allows it on what :func:`readable` allows (the learner's own
+  objects, named tuples, ``nn`` modules): Python reaches everything from anything through
+  attributes, and no list of forbidden names was ever complete (the audit refuses such names
+  outright in a Triton kernel, whose source Triton reads itself);
 * each class the learner defines is registered (:data:`LEARNER_CLASS` decorator) as theirs.
 
 The names the rewritten code calls start with ``__tilegym``: the audit refuses every dunder
@@ -29,14 +36,16 @@ from __future__ import annotations
 
 import ast
 import itertools
+import textwrap
 import weakref
+from typing import Iterable
 
 #: the last line of every learner cell in a graded notebook
 MARKER = "__tilegym_learner_cell__"
 #: names the rewritten code calls (defined in the notebook's namespace by install())
-SETATTR, DELATTR, MAY_WRITE, LEARNER_CLASS = (
+SETATTR, DELATTR, MAY_WRITE, LEARNER_CLASS, GETATTR = (
     "__tilegym_setattr__", "__tilegym_delattr__", "__tilegym_may_write__",
-    "__tilegym_learner_class__")
+    "__tilegym_learner_class__", "__tilegym_getattr__")
 _RESERVED = "__tilegym"
 
 #: the classes learner cells defined, in this kernel
@@ -69,12 +78,36 @@ def writable(obj: object) -> bool:
             and getattr(kind, "_forward_cls", None) in _LEARNER_CLASSES)
 
 
+def readable(obj: object) -> bool:
+    """Whether a learner's code may read any attribute of ``obj``, not only the public API's:
+    what :func:`writable` allows, a named tuple (its fields are its items), or a torch ``nn``
+    module (a model's layers and weights, as the lesson builds them)."""
+    import torch
+    if writable(obj):
+        return True
+    return ((isinstance(obj, tuple) and hasattr(type(obj), "_fields"))
+            or isinstance(obj, torch.nn.Module))
+
+
 def _refuse(obj: object, name: str, what: str) -> None:
     from tilegym_edu.grading import SubmissionRefused
     raise SubmissionRefused(
-        f"{what} `{name}` of {type(obj).__name__} {obj!r:.60}: the grader lets your code "
-        "change only attributes of your own classes' instances (`self`) and of your autograd "
-        "Function's `ctx`")
+        f"{what} `{name}` of {type(obj).__name__} {object.__repr__(obj):.60}: the grader lets "
+        "your code change only attributes of your own classes' instances (`self`) and of your "
+        "autograd Function's `ctx`")
+
+
+def guarded_getattr(obj: object, name: str) -> object:
+    """``obj.name`` for a name outside the public API, if :func:`readable` allows it, else
+    SubmissionRefused."""
+    if not readable(obj):
+        from tilegym_edu.grading import SubmissionRefused
+        raise SubmissionRefused(
+            f"reading `{name}` of {type(obj).__name__}: graded code may read the public names "
+            "of torch, Triton and the course's modules (tilegym_edu/api_names.py), those the "
+            "lesson's cells read, and any attribute of your own classes' instances; "
+            f"`{name}` is none of these here")
+    return getattr(obj, name)
 
 
 def may_write(obj: object, name: str) -> None:
@@ -105,8 +138,16 @@ class _GuardWrites(ast.NodeTransformer):
     """Routes a learner cell's attribute writes through the guard and registers its
     classes (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, public: frozenset[str]):
+        self.public = public      # attribute names read without a check
         self.temporaries = (f"{_RESERVED}_value_{n}" for n in itertools.count())
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and node.attr not in self.public:
+            return ast.Call(ast.Name(GETATTR, ast.Load()), [node.value, ast.Constant(node.attr)],
+                            [])
+        return node
 
     def _stores(self, target: ast.expr, after: list[ast.stmt]) -> ast.expr:
         """``target`` with each attribute in it replaced by a temporary name, and the
@@ -182,10 +223,11 @@ class _GuardWrites(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def rewrite(tree: ast.Module) -> ast.Module:
+def rewrite(tree: ast.Module, public: frozenset[str] | None = None) -> ast.Module:
     """A learner cell's module (ending with the MARKER statement) rewritten as the module
-    docstring says; any other module unchanged. Raises ValueError for a learner cell that
-    names a reserved ``__tilegym`` name or writes an attribute where it cannot be guarded."""
+    docstring says, ``public`` the attribute names read without a check (None: the public
+    API's only); any other module unchanged. Raises ValueError for a learner cell that names
+    a reserved ``__tilegym`` name or writes an attribute where it cannot be guarded."""
     body = tree.body
     if not (body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Name)
             and body[-1].value.id == MARKER):
@@ -193,7 +235,10 @@ def rewrite(tree: ast.Module) -> ast.Module:
     tree.body = body[:-1]
     if _RESERVED in ast.dump(tree):
         raise ValueError(f"a name starting with `{_RESERVED}`, which belongs to the grader")
-    tree = _GuardWrites().visit(tree)
+    if public is None:
+        from tilegym_edu import api_names
+        public = api_names.public_api()
+    tree = _GuardWrites(public).visit(tree)
     return ast.fix_missing_locations(tree)
 
 
@@ -202,10 +247,13 @@ class _Transformer(ast.NodeTransformer):
     (InputRejected: IPython keeps the transformer, where another error would make IPython
     drop it and run the cell unrewritten)."""
 
+    def __init__(self, public: frozenset[str]):
+        self.public = public
+
     def visit(self, node: ast.AST) -> ast.AST:
         from IPython.core.error import InputRejected
         try:
-            return rewrite(node) if isinstance(node, ast.Module) else node
+            return rewrite(node, self.public) if isinstance(node, ast.Module) else node
         except Exception as error:  # noqa: BLE001 - every failure refuses the cell
             raise InputRejected(f"SubmissionRefused: the grader could not run this cell of "
                                 f"yours: {error}") from None
@@ -213,21 +261,29 @@ class _Transformer(ast.NodeTransformer):
 
 #: what the rewritten code calls, by name
 GUARD_NAMES = {SETATTR: guarded_setattr, DELATTR: guarded_delattr, MAY_WRITE: may_write,
-               LEARNER_CLASS: learner_class}
+               LEARNER_CLASS: learner_class, GETATTR: guarded_getattr}
 
 
-def install(shell=None) -> None:
+def install(lesson_attributes: Iterable[str] = (), shell=None) -> None:
     """Rewrite learner cells in this IPython kernel from now on, and define the names the
-    rewritten code calls. The first cell of every graded notebook runs this."""
+    rewritten code calls; ``lesson_attributes``: the attribute names the lesson's own cells
+    read (:attr:`tilegym_edu.audit.LessonNames.attributes`), read without a check like the
+    public API. The first cell of every graded notebook runs this."""
+    from tilegym_edu import api_names
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
     shell.user_ns.update(GUARD_NAMES)
     if not any(isinstance(t, _Transformer) for t in shell.ast_transformers):
-        shell.ast_transformers.append(_Transformer())
+        public = api_names.public_api() | frozenset(lesson_attributes)
+        shell.ast_transformers.append(_Transformer(public))
 
 
-#: the source of the first cell of every graded notebook (submission.prepare puts it there):
-#: it binds only a dunder name, which no learner's code may use
-SETUP_SOURCE = ("from tilegym_edu.write_guard import install as __tilegym_install__\n"
-                "__tilegym_install__()")
+def setup_source(lesson_attributes: Iterable[str]) -> str:
+    """The source of the first cell of every graded notebook (submission.prepare puts it
+    there), for a lesson whose own cells read ``lesson_attributes``: it binds only a dunder
+    name, which no learner's code may use."""
+    names = textwrap.fill(repr(tuple(sorted(lesson_attributes))), 96,
+                          subsequent_indent="    ", break_long_words=False)
+    return ("from tilegym_edu.write_guard import install as __tilegym_install__\n"
+            f"__tilegym_install__(\n    {names})")
