@@ -88,6 +88,13 @@ ATTACKS = [
     # count, in the interpreter, missed the loads it saved)
     Attack(2, "kernel_keeps_tiles", "SAVED = {{}}\n@triton.jit\ndef keeper_kernel(x_ptr):\n"
                                     "    SAVED[0] = 1", "kernel"),
+    # round 9: Triton's interpreter ran a plain function again from its text, unguarded
+    Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
+                                          "poked = triton.jit(poke)", "kernel"),
+    Attack(1, "jit_stored", "make_kernel = triton.jit", "kernel"),
+    Attack(1, "jit_imported_as", "from triton import jit as make_kernel", "import"),
+    Attack(1, "jit_function_class", "def carrier():\n    pass\n"
+                                    "made = triton.JITFunction(carrier)", "attribute"),
     Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
            "attribute"),
     Attack(1, "method_from_its_class", "import collections\n"

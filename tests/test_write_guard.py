@@ -2,6 +2,7 @@
 reach only the learner's own objects. The rewriting is tested on plain Python here, and in a
 real grading kernel (IPython, nbgrader) through a tiny lesson."""
 import ast
+import linecache
 
 import nbformat
 import pytest
@@ -178,3 +179,68 @@ def test_the_lessons_attribute_names_are_read_without_a_check():
     assert namespace["found"] == 3
     with pytest.raises(SubmissionRefused):
         run_learner_cell(source, {**write_guard.GUARD_NAMES, "layer": Layer()})
+
+
+def learner_function(source: str, name: str, namespace: dict) -> object:
+    """The function ``name`` of a learner cell ``source``, defined as the grading kernel
+    defines it: rewritten, and its text in linecache (where IPython keeps a cell's), which is
+    what Triton's interpreter reads to run it again."""
+    text = write_guard.mark(source)
+    filename = f"<learner cell {abs(hash(text))}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    tree = write_guard.rewrite(ast.parse(text))
+    exec(compile(tree, filename, "exec"), namespace)   # noqa: S102 - the test's own code
+    return namespace[name]
+
+
+@pytest.fixture
+def guarded_interpreter(monkeypatch):
+    """Triton's interpreter as the grading kernel patches it (undone after the test)."""
+    from triton.runtime import interpreter
+    rewriter = interpreter.FunctionRewriter
+    for name in ("_find_def", "_transform_ast", "tilegym_guarded"):
+        if name in vars(rewriter):
+            monkeypatch.setattr(rewriter, name, vars(rewriter)[name])
+    monkeypatch.setattr(rewriter, "tilegym_guarded", False, raising=False)
+    write_guard.guard_interpreter(api_names.public_api() - api_names.file_system_names())
+    return interpreter.InterpretedFunction
+
+
+def test_triton_runs_a_learner_function_again_as_guarded_as_its_cell(guarded_interpreter):
+    """Round 9: ``triton.jit(poke)(SomeGraderClass, value)`` ran ``poke`` again from its text,
+    without the write guard, and set an attribute of the grader's result class."""
+    class Foreign:
+        passed = False
+    namespace = {**write_guard.GUARD_NAMES, "tl": triton.language}
+    poke = learner_function("def poke(self, value):\n    self.passed = value\n", "poke",
+                            namespace)
+    with pytest.raises(Exception, match="SubmissionRefused.*writing `passed`"):
+        guarded_interpreter(poke)(Foreign, True)     # Triton wraps it in an InterpreterError
+    assert Foreign.passed is False
+
+
+def test_triton_runs_a_learner_function_from_its_own_def_line(guarded_interpreter):
+    """Round 9: a line starting with `def ` inside a string was where Triton's interpreter
+    started running (the last such line): code the audit had read as a string."""
+    source = ('def carrier():\n'
+              '    text = """\n'
+              'def carrier():\n'
+              '    return "the payload ran"\n'
+              '    rest = \'\'\'"""\n'
+              '    return "the function ran"  # \'\'\'\n')
+    namespace = {**write_guard.GUARD_NAMES, "tl": triton.language}
+    carrier = learner_function(source, "carrier", namespace)
+    assert guarded_interpreter(carrier)() == "the function ran"
+
+
+def test_a_path_from_the_course_cannot_touch_the_file_system(tmp_path):
+    """Round 9 (no points, unsandboxed only): `device.cache_dir() / "/any/file"` then
+    `.replace(...)` moved any file; `replace` is public (`str.replace`), so on a path the guard
+    refuses it as it runs."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    namespace = {**write_guard.GUARD_NAMES, "here": tmp_path}
+    with pytest.raises(SubmissionRefused, match="touches the file system"):
+        run_learner_cell("(here / 'victim.txt').replace(here / 'moved.txt')", namespace)
+    assert victim.exists()
+    assert run_learner_cell("fixed = 'a-b'.replace('-', '_')", namespace)["fixed"] == "a_b"

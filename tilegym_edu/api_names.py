@@ -174,6 +174,17 @@ def public_api() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
+def file_system_names() -> frozenset[str]:
+    """The methods of ``pathlib.Path`` that touch the file system (those ``PurePath`` lacks:
+    ``replace``, ``rename``, ``unlink`` ...). Some are public names elsewhere (``str.replace``),
+    and the course's modules hand out paths (``device.cache_dir()``), so these are checked as
+    they run (:mod:`tilegym_edu.write_guard`): never on a path."""
+    import pathlib
+    return frozenset(n for n in set(dir(pathlib.Path)) - set(dir(pathlib.PurePath))
+                     if not n.startswith("_"))
+
+
 def standard_part_allowed(module: str, name: str) -> bool:
     """Whether ``module.name`` may be used, for a standard module with a named list of
     parts (:data:`STANDARD_PARTS`); True for any other module (its names are checked against

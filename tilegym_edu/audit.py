@@ -112,6 +112,10 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "used_global_vals", "device_caches",
     # Triton's interpreter: every interpreted kernel's code, in one dict shared by all
     "rewritten_fn",
+    # what makes a kernel (or a function Triton runs again from its text) of a function other
+    # than by decorating it with @triton.jit, which the audit reads as a kernel (round 9)
+    "JITFunction", "KernelInterface", "InterpretedFunction", "constexpr_function", "aggregate",
+    "MockTensor", "TensorWrapper",
     # getattr by another name; classes with any base and dunders
     "getmembers", "getmembers_static", "getattr_static", "make_dataclass",
     # round 4 (2026-12-05): a Triton function's namespace (its module's, __builtins__ within),
@@ -390,6 +394,7 @@ class _Auditor(ast.NodeVisitor):
         self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
         self.statement = (0, 0)               # lines of the top-level statement being read
         self.kernels = 0                      # how many Triton kernels enclose this point
+        self.jit_decorators: set[int] = set()  # ids of the `jit` nodes that decorate a kernel
 
     # -- helpers -------------------------------------------------------------------------
     def refuse(self, node: ast.AST, rule: str, message: str) -> None:
@@ -449,6 +454,9 @@ class _Auditor(ast.NodeVisitor):
             if _forbidden_attribute(alias.name) or any(
                     full == p or full.startswith(p + ".") for p in FORBIDDEN_MODULE_PARTS):
                 self.refuse(node, "import", f"`{full}` may not be imported in graded cells")
+            elif alias.name == "jit" and alias.asname not in (None, "jit"):
+                self.refuse(node, "import", f"`jit` imported as `{alias.asname}`: import it as "
+                            "`jit`, so that the grader knows your kernels")
             elif allowed and not _is_module(full):
                 why, _ = _reach(module, (alias.name,), self.lesson.attributes)
                 if why:
@@ -494,6 +502,8 @@ class _Auditor(ast.NodeVisitor):
         kernel = any(_is_jit(d) for d in node.decorator_list)
         if kernel:
             self.check_jit_function(node)
+            self.jit_decorators |= {id(d.func if isinstance(d, ast.Call) else d)
+                                    for d in node.decorator_list if _is_jit(d)}
         if node.name.startswith("__") and node.name.endswith("__"):
             if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
                 self.refuse(node, "class", f"defining `{node.name}` is not allowed (only "
@@ -691,6 +701,8 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         self.check_name(node)
+        if isinstance(node.ctx, ast.Load):
+            self.check_jit_use(node, node.id)
         if isinstance(node.ctx, ast.Load) and self.module_of(node.id):
             self.refuse(node, "name", f"`{node.id}` is a module: use its attributes "
                         f"(`{node.id}.something`) rather than storing or passing the module")
@@ -728,7 +740,16 @@ class _Auditor(ast.NodeVisitor):
             self.visit(result)
         self.scopes.pop()
 
+    def check_jit_use(self, node: ast.Attribute | ast.Name, name: str) -> None:
+        """``jit`` only as the decorator of a kernel: called on a function or stored, it hands
+        Triton's interpreter a function the audit did not read as a kernel (round 9 of the red
+        team: ``triton.jit(f)()`` ran ``f`` again from its text, unguarded)."""
+        if name == "jit" and id(node) not in self.jit_decorators:
+            self.refuse(node, "kernel", f"`{ast.unparse(node)}` may only decorate a kernel "
+                        "(`@triton.jit` above its `def`), not be called or stored")
+
     def check_attribute_name(self, node: ast.Attribute) -> None:
+        self.check_jit_use(node, node.attr)
         if _forbidden_attribute(node.attr):
             self.refuse(node, "attribute", f"`{ast.unparse(node)}` is not allowed in graded "
                         f"cells: {_attribute_reason(node.attr)}")

@@ -22,7 +22,14 @@ first cell of every graded notebook, before any of the learner's):
   objects, named tuples, ``nn`` modules): Python reaches everything from anything through
   attributes, and no list of forbidden names was ever complete (the audit refuses such names
   outright in a Triton kernel, whose source Triton reads itself);
-* each class the learner defines is registered (:data:`LEARNER_CLASS` decorator) as theirs.
+* each class the learner defines is registered (:data:`LEARNER_CLASS` decorator) as theirs;
+* Triton's interpreter, which runs a function again from its source text (a kernel in
+  interpreter mode; any function handed to ``InterpretedFunction``, which counting traffic does
+  on a GPU too), compiles the function's own definition only, and a learner cell's function
+  with the same rewriting (:func:`guard_interpreter`). Unpatched, it ran the text from the last
+  line starting with ``def ``, which could be inside a string, and none of it was guarded: a red
+  team of 2026-12-05 (round 9) earned every point of lessons 00, 02 and 04 through
+  ``triton.jit(f)()`` on a plain function.
 
 The names the rewritten code calls start with ``__tilegym``: the audit refuses every dunder
 name in a learner's code, and the transformer refuses a cell that mentions one, so no
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import linecache
 import textwrap
 import weakref
 from typing import Iterable
@@ -92,16 +100,23 @@ def readable(obj: object) -> bool:
 def _refuse(obj: object, name: str, what: str) -> None:
     from tilegym_edu.grading import SubmissionRefused
     raise SubmissionRefused(
-        f"{what} `{name}` of {type(obj).__name__} {object.__repr__(obj):.60}: the grader lets "
+        f"{what} `{name}` of {type(obj).__name__} {obj!r:.60}: the grader lets "
         "your code change only attributes of your own classes' instances (`self`) and of your "
         "autograd Function's `ctx`")
 
 
 def guarded_getattr(obj: object, name: str) -> object:
-    """``obj.name`` for a name outside the public API, if :func:`readable` allows it, else
-    SubmissionRefused."""
-    if not readable(obj):
-        from tilegym_edu.grading import SubmissionRefused
+    """``obj.name`` for a name outside the public API, if :func:`readable` allows it, or for a
+    public name that touches the file system on a path (``Path.replace``), on anything but a
+    path; else SubmissionRefused."""
+    import pathlib
+
+    from tilegym_edu import api_names
+    from tilegym_edu.grading import SubmissionRefused
+    if isinstance(obj, pathlib.PurePath) and name in api_names.file_system_names():
+        raise SubmissionRefused(f"`{name}` of a path touches the file system, which graded code "
+                                "may not")
+    if not (name in api_names.public_api() or readable(obj)):
         raise SubmissionRefused(
             f"reading `{name}` of {type(obj).__name__}: graded code may read the public names "
             "of torch, Triton and the course's modules (tilegym_edu/api_names.py), those the "
@@ -237,7 +252,7 @@ def rewrite(tree: ast.Module, public: frozenset[str] | None = None) -> ast.Modul
         raise ValueError(f"a name starting with `{_RESERVED}`, which belongs to the grader")
     if public is None:
         from tilegym_edu import api_names
-        public = api_names.public_api()
+        public = api_names.public_api() - api_names.file_system_names()
     tree = _GuardWrites(public).visit(tree)
     return ast.fix_missing_locations(tree)
 
@@ -259,6 +274,52 @@ class _Transformer(ast.NodeTransformer):
                                 f"yours: {error}") from None
 
 
+def from_learner_cell(fn: object) -> bool:
+    """Whether ``fn`` is a function a learner cell defined (its cell's text, which IPython
+    keeps in linecache, ends with :data:`MARKER`)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and any(line.strip() == MARKER
+                                    for line in linecache.getlines(code.co_filename))
+
+
+def guard_interpreter(public: frozenset[str]) -> None:
+    """Make Triton's interpreter (``FunctionRewriter``, which re-runs a function from its
+    source text) compile exactly the function's own definition, found by parsing its source
+    block (not the last line that starts with ``def ``), and give a learner cell's function the
+    rewriting the cell had (``public``: the names read without a check). A source block that is
+    not one definition of that function is refused."""
+    from triton.runtime import interpreter
+    rewriter = interpreter.FunctionRewriter
+    if getattr(rewriter, "tilegym_guarded", False):
+        return
+
+    def find_def(self, lines: list[str]) -> int:
+        try:
+            body = ast.parse(textwrap.dedent("".join(lines))).body
+        except SyntaxError:
+            body = []
+        if not (len(body) == 1 and isinstance(body[0], ast.FunctionDef)
+                and body[0].name == self.fn.__name__):
+            from tilegym_edu.grading import SubmissionRefused
+            raise SubmissionRefused(f"Triton's interpreter cannot run `{self.fn.__name__}`: "
+                                    "its source is not one function definition (write it as "
+                                    "a plain `def` decorated with @triton.jit)")
+        return body[0].lineno
+
+    def transform_ast(self, src: str) -> ast.Module:
+        """Triton's own _transform_ast (3.6 to 3.9), with the learner cell's rewriting first
+        (Triton's adds reads of its own machinery, which the guard would refuse)."""
+        tree = ast.parse(src)
+        if from_learner_cell(self.fn):
+            tree = _GuardWrites(public).visit(tree)
+        tree = ast.fix_missing_locations(self.ast_transformer.visit(tree))
+        ast.increment_lineno(tree, self.def_file_lineno - 1)
+        return tree
+
+    rewriter._find_def, rewriter._transform_ast = find_def, transform_ast
+    rewriter.tilegym_guarded = True
+
+
 #: what the rewritten code calls, by name
 GUARD_NAMES = {SETATTR: guarded_setattr, DELATTR: guarded_delattr, MAY_WRITE: may_write,
                LEARNER_CLASS: learner_class, GETATTR: guarded_getattr}
@@ -274,8 +335,10 @@ def install(lesson_attributes: Iterable[str] = (), shell=None) -> None:
         from IPython import get_ipython
         shell = get_ipython()
     shell.user_ns.update(GUARD_NAMES)
+    public = ((api_names.public_api() | frozenset(lesson_attributes))
+              - api_names.file_system_names())
+    guard_interpreter(public)
     if not any(isinstance(t, _Transformer) for t in shell.ast_transformers):
-        public = api_names.public_api() | frozenset(lesson_attributes)
         shell.ast_transformers.append(_Transformer(public))
 
 
