@@ -44,9 +44,10 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``except``: catching ``BaseException``, ``KeyboardInterrupt`` or ``SystemExit`` (a bare
   ``except:`` too): the grader interrupts a cell past its time limit;
 * ``async``: coroutines and async generators (no place in kernel code);
-* ``kernel``: in a ``@triton.jit`` function, a second line starting with ``def `` (Triton's
-  interpreter runs the kernel's source again from the last such line), an attribute or item
-  write, a call that changes a Python container (``.append``, ``.update`` ...), or an
+* ``kernel``: ``jit`` other than as a kernel's decorator (``triton.jit(f)`` hands Triton's
+  interpreter a function that was not audited as a kernel); in a ``@triton.jit`` function, a
+  second line starting with ``def `` (an unpatched Triton interpreter runs the kernel's source
+  again from the last such line), an attribute or item write, a call that changes a Python container (``.append``, ``.update`` ...), or an
   attribute outside the public API and the lesson's (Triton reads a kernel's source itself, so
   no run-time check reaches it).
 
