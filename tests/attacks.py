@@ -95,6 +95,10 @@ ATTACKS = [
     Attack(1, "jit_imported_as", "from triton import jit as make_kernel", "import"),
     Attack(1, "jit_function_class", "def carrier():\n    pass\n"
                                     "made = triton.JITFunction(carrier)", "attribute"),
+    Attack(1, "dataclass_on_a_grader_class", "import dataclasses\nfrom tilegym_edu import check\n"
+                                             "remade = dataclasses.dataclass(check.CaseResult)",
+           "class"),
+    Attack(1, "dataclass_imported_as", "from dataclasses import dataclass as remake", "import"),
     Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
            "attribute"),
     Attack(1, "method_from_its_class", "import collections\n"

@@ -185,6 +185,9 @@ READ_ONLY_BUILTINS = frozenset({
 
 #: decorators that make a Triton (or Gluon) kernel, besides any `<module>.jit`
 JIT_DECORATORS = frozenset({"jit"})
+#: decorators that add methods to the class they are given: allowed only on the learner's own
+#: class definitions (``dataclasses.dataclass(SomeGraderClass)`` would change that class)
+CLASS_DECORATORS = frozenset({"dataclass", "total_ordering"})
 #: the only base a learner's class may have
 ALLOWED_BASES = frozenset({"torch.autograd.Function"})
 #: the only dunder a learner's class may define
@@ -339,6 +342,11 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _last_name(node: ast.expr) -> str | None:
+    """``c`` of ``a.b.c`` or of a name ``c``."""
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+
+
 def _is_jit(decorator: ast.expr) -> bool:
     """``@triton.jit``, ``@gluon.jit``, ``@jit`` (with arguments or not)."""
     name = _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
@@ -395,7 +403,7 @@ class _Auditor(ast.NodeVisitor):
         self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
         self.statement = (0, 0)               # lines of the top-level statement being read
         self.kernels = 0                      # how many Triton kernels enclose this point
-        self.jit_decorators: set[int] = set()  # ids of the `jit` nodes that decorate a kernel
+        self.decorators: set[int] = set()     # ids of the DECORATOR_ONLY nodes used as such
 
     # -- helpers -------------------------------------------------------------------------
     def refuse(self, node: ast.AST, rule: str, message: str) -> None:
@@ -455,9 +463,11 @@ class _Auditor(ast.NodeVisitor):
             if _forbidden_attribute(alias.name) or any(
                     full == p or full.startswith(p + ".") for p in FORBIDDEN_MODULE_PARTS):
                 self.refuse(node, "import", f"`{full}` may not be imported in graded cells")
-            elif alias.name == "jit" and alias.asname not in (None, "jit"):
-                self.refuse(node, "import", f"`jit` imported as `{alias.asname}`: import it as "
-                            "`jit`, so that the grader knows your kernels")
+            elif (alias.name in JIT_DECORATORS | CLASS_DECORATORS
+                  and alias.asname not in (None, alias.name)):
+                self.refuse(node, "import", f"`{alias.name}` imported as `{alias.asname}`: "
+                            f"import it as `{alias.name}`, so that the grader knows where you "
+                            "use it")
             elif allowed and not _is_module(full):
                 why, _ = _reach(module, (alias.name,), self.lesson.attributes)
                 if why:
@@ -503,8 +513,8 @@ class _Auditor(ast.NodeVisitor):
         kernel = any(_is_jit(d) for d in node.decorator_list)
         if kernel:
             self.check_jit_function(node)
-            self.jit_decorators |= {id(d.func if isinstance(d, ast.Call) else d)
-                                    for d in node.decorator_list if _is_jit(d)}
+            self.decorators |= {id(d.func if isinstance(d, ast.Call) else d)
+                                for d in node.decorator_list if _is_jit(d)}
         if node.name.startswith("__") and node.name.endswith("__"):
             if not self.classes or node.name not in ALLOWED_DUNDER_DEFS:
                 self.refuse(node, "class", f"defining `{node.name}` is not allowed (only "
@@ -561,6 +571,9 @@ class _Auditor(ast.NodeVisitor):
             self.refuse(node, "class", f"class keyword `{keyword.arg}=` (metaclasses) is not "
                         "allowed")
         for decorator in node.decorator_list:
+            used = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if _last_name(used) in CLASS_DECORATORS:
+                self.decorators.add(id(used))
             self.visit(decorator)
         self.classes.append(node.name)
         for statement in node.body:
@@ -703,7 +716,7 @@ class _Auditor(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         self.check_name(node)
         if isinstance(node.ctx, ast.Load):
-            self.check_jit_use(node, node.id)
+            self.check_decorator_use(node, node.id)
         if isinstance(node.ctx, ast.Load) and self.module_of(node.id):
             self.refuse(node, "name", f"`{node.id}` is a module: use its attributes "
                         f"(`{node.id}.something`) rather than storing or passing the module")
@@ -741,16 +754,24 @@ class _Auditor(ast.NodeVisitor):
             self.visit(result)
         self.scopes.pop()
 
-    def check_jit_use(self, node: ast.Attribute | ast.Name, name: str) -> None:
+    def check_decorator_use(self, node: ast.Attribute | ast.Name, name: str) -> None:
         """``jit`` only as the decorator of a kernel: called on a function or stored, it hands
         Triton's interpreter a function the audit did not read as a kernel (round 9 of the red
-        team: ``triton.jit(f)()`` ran ``f`` again from its text, unguarded)."""
-        if name == "jit" and id(node) not in self.jit_decorators:
+        team: ``triton.jit(f)()`` ran ``f`` again from its text, unguarded). The class
+        decorators that add methods to the class they get (:data:`CLASS_DECORATORS`) only on
+        the learner's own class definitions: called on a class of the grader's or torch's,
+        they would change it."""
+        if id(node) in self.decorators:
+            return
+        if name == "jit":
             self.refuse(node, "kernel", f"`{ast.unparse(node)}` may only decorate a kernel "
                         "(`@triton.jit` above its `def`), not be called or stored")
+        elif name in CLASS_DECORATORS:
+            self.refuse(node, "class", f"`{ast.unparse(node)}` may only decorate a class of "
+                        f"yours (`@{name}` above its `class` line), not be called or stored")
 
     def check_attribute_name(self, node: ast.Attribute) -> None:
-        self.check_jit_use(node, node.attr)
+        self.check_decorator_use(node, node.attr)
         if _forbidden_attribute(node.attr):
             self.refuse(node, "attribute", f"`{ast.unparse(node)}` is not allowed in graded "
                         f"cells: {_attribute_reason(node.attr)}")
