@@ -37,7 +37,8 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
   ``global`` statements;
 * ``lesson name``: rebinding, mutating or passing on a name the lesson's own cells define (the
   test cells' helpers and data), or rebinding a builtin (``len = ...``);
-* ``class``: bases other than ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses),
+* ``class``: ``dataclass`` and ``total_ordering`` other than as decorators of the learner's
+  own classes (they add methods to the class they are given); bases other than ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses),
   metaclasses, dunder methods other than ``__init__`` (no home-made ``__eq__``), methods
   named ``_x`` (IPython's ``_repr_html_``);
 * ``annotation``: strings in type annotations (``typing.get_type_hints`` evaluates them);
@@ -47,9 +48,9 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``kernel``: ``jit`` other than as a kernel's decorator (``triton.jit(f)`` hands Triton's
   interpreter a function that was not audited as a kernel); in a ``@triton.jit`` function, a
   second line starting with ``def `` (an unpatched Triton interpreter runs the kernel's source
-  again from the last such line), an attribute or item write, a call that changes a Python container (``.append``, ``.update`` ...), or an
-  attribute outside the public API and the lesson's (Triton reads a kernel's source itself, so
-  no run-time check reaches it).
+  again from the last such line), an attribute or item write, a call that changes a Python
+  container (``.append``, ``.update`` ...), or an attribute outside the public API and the
+  lesson's (Triton reads a kernel's source itself, so no run-time check reaches it).
 
 The audit is a first wall, not the only one: attribute writes are checked again as they run
 (:mod:`tilegym_edu.write_guard`), graded calls run under the shortcut guard
