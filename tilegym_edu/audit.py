@@ -38,9 +38,10 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
 * ``lesson name``: rebinding, mutating or passing on a name the lesson's own cells define (the
   test cells' helpers and data), or rebinding a builtin (``len = ...``);
 * ``class``: ``dataclass`` and ``total_ordering`` other than as decorators of the learner's
-  own classes (they add methods to the class they are given); bases other than ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses),
-  metaclasses, dunder methods other than ``__init__`` (no home-made ``__eq__``), methods
-  named ``_x`` (IPython's ``_repr_html_``);
+  own classes (they add methods to the class they are given); bases other than
+  ``torch.autograd.Function`` (no ``torch.Tensor`` subclasses), metaclasses, dunder methods
+  other than ``__init__`` (no home-made ``__eq__``), methods named ``_x`` (IPython's
+  ``_repr_html_``);
 * ``annotation``: strings in type annotations (``typing.get_type_hints`` evaluates them);
 * ``except``: catching ``BaseException``, ``KeyboardInterrupt`` or ``SystemExit`` (a bare
   ``except:`` too): the grader interrupts a cell past its time limit;
