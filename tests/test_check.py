@@ -245,3 +245,36 @@ def test_errors_kernels_meet_come_with_what_to_do(error, hint):
 
 def test_an_unknown_error_is_reported_as_it_is():
     assert check.explain(ValueError("x must be 2-D")) == "raised ValueError: x must be 2-D"
+
+
+def test_modifying_a_tensor_inside_an_input_object_fails():
+    """A model's weights, zeroed by the function, made the reference (computed after the call)
+    zeros as well: objects are copied whole before the call, and checked after it."""
+    class Layer:
+        def __init__(self, weight):
+            self.weight = weight
+
+    def make_layer_inputs(case, generator):
+        return (check.random_tensor(case["shape"], case["dtype"], generator),
+                Layer(check.random_tensor((case["shape"][-1],), case["dtype"], generator)))
+
+    def scaled(x, layer):
+        return x * layer.weight
+
+    def zeroes_the_weight(x, layer):
+        layer.weight.zero_()
+        return torch.zeros_like(x)
+
+    cases = [{"shape": (3, 5), "dtype": torch.float32}]
+    assert check.check(scaled, scaled, make_layer_inputs, cases, seeds=(0,))[0].passed
+    [result] = check.check(zeroes_the_weight, scaled, make_layer_inputs, cases, seeds=(0,))
+    assert not result.passed
+
+
+def test_the_tensors_an_input_holds_are_found_once_each_in_order():
+    a, b = torch.zeros(1), torch.ones(1)
+
+    class Holder:
+        def __init__(self):
+            self.items, self.again = {"b": b, "a": a}, a
+    assert [id(t) for t in check.tensors_in((a, [Holder()], b))] == [id(a), id(b)]

@@ -12,6 +12,7 @@ Poisoning: outputs a function allocates while it is checked are filled with NaN 
 """
 from __future__ import annotations
 
+import copy
 import math
 import types
 from dataclasses import dataclass
@@ -154,6 +155,29 @@ def to_reference(value: Any, on: str | torch.device = "cpu") -> Any:
     return value
 
 
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors ``value`` holds, in a fixed order: itself, those in its tuples, lists and
+    dicts, and those in the attributes of its objects (a model's weights), each once."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif not isinstance(item, (type, types.ModuleType, types.FunctionType)) and hasattr(
+                item, "__dict__"):
+            stack.extend(reversed(list(vars(item).values())))
+    return found
+
+
 def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
           make_inputs: Callable[[Case, torch.Generator], Sequence[Any]],
           cases: Iterable[Case], seeds: Iterable[int] = (0, 1, 2), *,
@@ -176,9 +200,11 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
             generator = torch.Generator().manual_seed(seed)
             args = tuple(make_inputs(case, generator))
             # the reference's inputs are copied now and it runs after the call: while the
-            # function runs, there is no answer anywhere for it to find
-            reference_inputs = [to_reference(a) for a in args]
-            originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+            # function runs, there is no answer anywhere for it to find. Objects are copied
+            # whole: a model's weights, zeroed by the function, would have given a reference
+            # of zeros too
+            originals = copy.deepcopy(args, {id(t): t.detach().clone() for t in tensors_in(args)})
+            reference_inputs = [to_reference(a) for a in originals]
             try:
                 with tune.defaults_only():      # correctness does not depend on tuning
                     out = call(fn, args) if call else fn(*args)
@@ -193,7 +219,7 @@ def check(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
             ref = reference(*reference_inputs)
             passed, error, message = compare_output(out, ref, case["dtype"], tolerances)
             changed = [i for i, (a, o) in enumerate(zip(args, originals))
-                       if o is not None and not torch.equal(a, o)]
+                       if any(not torch.equal(t, u) for t, u in zip(tensors_in(a), tensors_in(o)))]
             if passed and changed:
                 passed, message = False, f"modified its input argument(s) {changed}"
             results.append(CaseResult(case, seed, passed, error, message,
