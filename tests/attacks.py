@@ -99,6 +99,18 @@ ATTACKS = [
                                              "remade = dataclasses.dataclass(check.CaseResult)",
            "class"),
     Attack(1, "dataclass_imported_as", "from dataclasses import dataclass as remake", "import"),
+    # round 10: a kernel nested in a function (its enclosing names become globals when the
+    # interpreter runs its text again), decorators below jit (Triton compiles what they
+    # return), a name the interpreter's rewritten kernels look up
+    Attack(1, "kernel_in_a_function", "def outer(exec):\n    @triton.jit\n"
+                                      "    def inner(x_ptr):\n        exec('1')\n    return inner",
+           "kernel"),
+    Attack(1, "decorator_below_jit", "import torch\n@triton.jit\n@torch.no_grad()\n"
+                                     "def wrapped_kernel(x_ptr):\n    pass", "kernel"),
+    Attack(2, "kernel_calls_python", "SAVED = {{}}\ndef keep(store, key, value):\n"
+                                     "    store[key] = value\n@triton.jit\n"
+                                     "def keeper_kernel(x_ptr):\n    keep(SAVED, 0, 1)", "kernel"),
+    Attack(1, "interpreter_name_bound", "class interpreter_semantic:\n    pass", "lesson name"),
     Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
            "attribute"),
     Attack(1, "method_from_its_class", "import collections\n"

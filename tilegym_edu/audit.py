@@ -190,12 +190,21 @@ JIT_DECORATORS = frozenset({"jit"})
 #: decorators that add methods to the class they are given: allowed only on the learner's own
 #: class definitions (``dataclasses.dataclass(SomeGraderClass)`` would change that class)
 CLASS_DECORATORS = frozenset({"dataclass", "total_ordering"})
+#: builtins a kernel may call or name (others would run as Python in Triton's interpreter):
+#: a few functions, and the exceptions (a blank exercise's kernel raises NotImplementedError)
+KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs",
+                             "print", "isinstance", "tuple", "zip", "enumerate"}
+                            | {name for name, value in vars(builtins).items()
+                               if isinstance(value, type) and issubclass(value, Exception)})
 #: the only base a learner's class may have
 ALLOWED_BASES = frozenset({"torch.autograd.Function"})
 #: the only dunder a learner's class may define
 ALLOWED_DUNDER_DEFS = frozenset({"__init__"})
 #: exceptions a cell must let through (the grader's time limit interrupts with them)
 UNCATCHABLE = frozenset({"BaseException", "KeyboardInterrupt", "SystemExit", "GeneratorExit"})
+#: names the code Triton's interpreter runs for a kernel looks up in the notebook (a learner's
+#: `class interpreter_semantic` ran inside every kernel, the lesson's too: round 10)
+INTERPRETER_REWRITE_NAMES = frozenset({"interpreter_semantic", "interpreter_builder"})
 #: where an attribute may be written: the instance or autograd context of a learner's class
 WRITABLE_RECEIVERS = frozenset({"self", "ctx"})
 
@@ -233,6 +242,9 @@ class LessonNames:
     #: attribute names the lesson's own cells read (``layer.q_proj``, ``kernel.fn``): a
     #: learner's code may read them too, besides the public API (:mod:`tilegym_edu.api_names`)
     attributes: frozenset[str] = frozenset()
+    #: names the learner's cells bind only with a ``@triton.jit`` def (:func:`kernel_names`):
+    #: the plain names a kernel may call besides the lesson's and a few builtins
+    kernels: frozenset[str] = frozenset()
 
     def may_read(self, name: str) -> bool:
         """Whether a learner's code may read the attribute ``name`` of any object (what the
@@ -284,6 +296,25 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
     tests_only = _top_level_names(tests) - _top_level_names(trusted) - set(imports)
     return LessonNames(imports, modules, frozenset(others), frozenset(tests_only),
                        frozenset(attributes))
+
+
+def kernel_names(sources: Iterable[str]) -> frozenset[str]:
+    """Names that ``sources`` (a notebook's cells) bind at the top level with a
+    ``@triton.jit`` def and in no other way (a kernel may call them: a plain function of the
+    same name in another cell would have run as Python inside the kernel)."""
+    kernels: set[str] = set()
+    others: set[str] = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+                kernels.add(node.name)
+            else:
+                others |= _module_bindings(ast.Module(body=[node], type_ignores=[]))
+    return frozenset(kernels - others)
 
 
 def _top_level_names(sources: Iterable[str]) -> set[str]:
@@ -405,6 +436,7 @@ class _Auditor(ast.NodeVisitor):
         self.imports: dict[str, str] = {}     # names this cell's imports bind -> module
         self.statement = (0, 0)               # lines of the top-level statement being read
         self.kernels = 0                      # how many Triton kernels enclose this point
+        self.cell_kernels = kernel_names([source])   # the kernels this cell defines
         self.decorators: set[int] = set()     # ids of the DECORATOR_ONLY nodes used as such
 
     # -- helpers -------------------------------------------------------------------------
@@ -437,6 +469,9 @@ class _Auditor(ast.NodeVisitor):
         elif name in _BUILTIN_NAMES:
             self.refuse(node, "lesson name", f"`{name}` is a Python builtin the test cells "
                         "rely on: give yours another name")
+        elif name in interpreter_names() | INTERPRETER_REWRITE_NAMES:
+            self.refuse(node, "lesson name", f"`{name}` is a name Triton's interpreter puts in "
+                        "the notebook for the kernels it runs: give yours another name")
 
     # -- statements ----------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -493,6 +528,16 @@ class _Auditor(ast.NodeVisitor):
         from the last line that starts with `def `: only the kernel's own `def` line may
         (no nested functions, no such line in a string), or what runs is not what was
         audited. And kernel code never writes an attribute (Triton has no such thing)."""
+        if self.scopes or self.classes:
+            self.refuse(node, "kernel", f"the Triton kernel `{node.name}` is defined inside a "
+                        "function or class: define kernels at the top level of a cell (Triton's "
+                        "interpreter runs a kernel's text again at the top level, where the "
+                        "enclosing names mean something else)")
+        if not _is_jit(node.decorator_list[-1]):
+            self.refuse(node, "kernel", f"`@{ast.unparse(node.decorator_list[-1])}` below the "
+                        f"jit decorator of `{node.name}`: the jit decorator goes right above "
+                        "the `def` (Triton compiles what the decorators below it return, which "
+                        "is not the function the grader read)")
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         lines = self.source_lines[first - 1:node.end_lineno]
         defs = [first + i for i, line in enumerate(lines) if line.strip().startswith("def ")]
@@ -719,6 +764,8 @@ class _Auditor(ast.NodeVisitor):
         self.check_name(node)
         if isinstance(node.ctx, ast.Load):
             self.check_decorator_use(node, node.id)
+            if self.kernels and self.is_global(node.id):
+                self.check_kernel_global(node)
         if isinstance(node.ctx, ast.Load) and self.module_of(node.id):
             self.refuse(node, "name", f"`{node.id}` is a module: use its attributes "
                         f"(`{node.id}.something`) rather than storing or passing the module")
@@ -755,6 +802,20 @@ class _Auditor(ast.NodeVisitor):
         for result in results:
             self.visit(result)
         self.scopes.pop()
+
+    def check_kernel_global(self, node: ast.Name) -> None:
+        """A global name in a Triton kernel: a module, a kernel (the learner's or the
+        lesson's), the lesson's names, or a builtin of :data:`KERNEL_BUILTINS`. In Triton's
+        interpreter a kernel is Python: a plain function it called kept tiles in a dict between
+        programs (round 10 of the red team), which compiled Triton would have refused."""
+        name = node.id
+        if (name in self.imports or name in self.lesson.imports or name in self.lesson.others
+                or name in self.lesson.kernels or name in self.cell_kernels
+                or name in KERNEL_BUILTINS):
+            return
+        self.refuse(node, "kernel", f"`{name}` in a Triton kernel: a kernel may use `tl`, "
+                    "`triton`, its arguments, other kernels (`@triton.jit`), the lesson's names "
+                    "and a few builtins (range, min, max, len ...); pass values as arguments")
 
     def check_decorator_use(self, node: ast.Attribute | ast.Name, name: str) -> None:
         """``jit`` only as the decorator of a kernel: called on a function or stored, it hands

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -185,6 +186,8 @@ def prepare(release: NotebookNode, submitted: NotebookNode,
     names = audit.lesson_names([c.source for c in release.cells if c.cell_type == "code"
                                 and not is_solution(c) and not is_graded(c)],
                                [c.source for c in (source or release).cells if is_graded(c)])
+    names = dataclasses.replace(names, kernels=audit.kernel_names(
+        c.source for c in submitted.cells if c.cell_type == "code"))
     result = Prepared(notebook=copy.deepcopy(release))
     counts = Counter(_key(c) for c in submitted.cells if _key(c) in lesson_cells)
     for key, count in counts.items():

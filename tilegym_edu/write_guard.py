@@ -282,25 +282,56 @@ def from_learner_cell(fn: object) -> bool:
                                     for line in linecache.getlines(code.co_filename))
 
 
+def _not_runnable_again(fn: object) -> str | None:
+    """Why Triton's interpreter may not run ``fn`` again from its text, or None. It runs the
+    text at the top level of ``fn``'s module, so a wrapper (``torch.no_grad()``'s: the text is
+    the wrapped function's, the globals the wrapper's module's), a closure or a nested
+    function (the enclosing function's names become the module's) would mean something else
+    there than what was audited (round 10 of the red team)."""
+    import inspect
+    if inspect.unwrap(fn) is not fn:
+        return "it wraps another function"
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "it is not a plain function"
+    if code.co_freevars or getattr(fn, "__qualname__", "") != fn.__name__:
+        return "it is defined inside another function or class"
+    return None
+
+
+def _on_disk(fn: object) -> bool:
+    """Whether ``fn``'s code comes from a file (a library's, the course package's), not from a
+    notebook cell: a cell's function, learner's or not, is run with the learner cells'
+    rewriting (the lesson's and the test cells' read only names it allows)."""
+    import os
+    return os.path.isfile(fn.__code__.co_filename)
+
+
 def guard_interpreter(public: frozenset[str]) -> None:
     """Make Triton's interpreter (``FunctionRewriter``, which re-runs a function from its
     source text) compile exactly the function's own definition, found by parsing its source
-    block (not the last line that starts with ``def ``), and give a learner cell's function the
-    rewriting the cell had (``public``: the names read without a check). A source block that is
-    not one definition of that function is refused."""
+    block (not the last line that starts with ``def ``), and give a notebook cell's function
+    the rewriting a learner cell has (``public``: the names read without a check). A wrapper,
+    a closure, a nested function (:func:`_not_runnable_again`) and a source block that is not
+    one definition of that function are refused."""
     from triton.runtime import interpreter
     rewriter = interpreter.FunctionRewriter
     if getattr(rewriter, "tilegym_guarded", False):
         return
 
     def find_def(self, lines: list[str]) -> int:
+        from tilegym_edu.grading import SubmissionRefused
+        why = _not_runnable_again(self.fn)
+        if why:
+            raise SubmissionRefused(f"Triton's interpreter cannot run `{self.fn.__name__}`: "
+                                    f"{why} (write a kernel as a plain `def` at the top level "
+                                    "of a cell, with @triton.jit right above it)")
         try:
             body = ast.parse(textwrap.dedent("".join(lines))).body
         except SyntaxError:
             body = []
         if not (len(body) == 1 and isinstance(body[0], ast.FunctionDef)
                 and body[0].name == self.fn.__name__):
-            from tilegym_edu.grading import SubmissionRefused
             raise SubmissionRefused(f"Triton's interpreter cannot run `{self.fn.__name__}`: "
                                     "its source is not one function definition (write it as "
                                     "a plain `def` decorated with @triton.jit)")
@@ -310,7 +341,7 @@ def guard_interpreter(public: frozenset[str]) -> None:
         """Triton's own _transform_ast (3.6 to 3.9), with the learner cell's rewriting first
         (Triton's adds reads of its own machinery, which the guard would refuse)."""
         tree = ast.parse(src)
-        if from_learner_cell(self.fn):
+        if not _on_disk(self.fn):
             tree = _GuardWrites(public).visit(tree)
         tree = ast.fix_missing_locations(self.ast_transformer.visit(tree))
         ast.increment_lineno(tree, self.def_file_lineno - 1)
