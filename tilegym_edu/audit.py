@@ -47,7 +47,11 @@ lesson needs (:data:`ALLOWED_IMPORTS`), ``tilegym_edu``'s measuring modules (``d
   ``except:`` too): the grader interrupts a cell past its time limit;
 * ``async``: coroutines and async generators (no place in kernel code);
 * ``kernel``: ``jit`` other than as a kernel's decorator (``triton.jit(f)`` hands Triton's
-  interpreter a function that was not audited as a kernel); in a ``@triton.jit`` function, a
+  interpreter a function that was not audited as a kernel); a kernel inside a function or
+  class, or with a decorator below its jit (the interpreter runs a kernel's text again at the
+  top level of the module: enclosing names change meaning, and Triton compiles what the lower
+  decorators return); in a ``@triton.jit`` function, a global name other than a module, a
+  kernel, the lesson's names and a few builtins (:data:`KERNEL_BUILTINS`), a
   second line starting with ``def `` (an unpatched Triton interpreter runs the kernel's source
   again from the last such line), an attribute or item write, a call that changes a Python
   container (``.append``, ``.update`` ...), or an attribute outside the public API and the
