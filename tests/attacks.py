@@ -110,6 +110,9 @@ ATTACKS = [
     Attack(2, "kernel_calls_python", "SAVED = {{}}\ndef keep(store, key, value):\n"
                                      "    store[key] = value\n@triton.jit\n"
                                      "def keeper_kernel(x_ptr):\n    keep(SAVED, 0, 1)", "kernel"),
+    Attack(2, "kernel_keeps_tiles_in_a_default", "@triton.jit\n"
+                                                 "def keeper_kernel(x_ptr, TILES={{}}):\n"
+                                                 "    TILES |= {{0: 1}}", "kernel"),
     Attack(1, "interpreter_name_bound", "class interpreter_semantic:\n    pass", "lesson name"),
     Attack(1, "type_from_typing", "import typing\nmaker = typing.get_origin(typing.Type)",
            "attribute"),

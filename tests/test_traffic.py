@@ -122,3 +122,20 @@ def test_a_kernel_given_a_python_container_is_not_counted():
     import pytest
     with pytest.raises(TypeError, match="a kernel argument is a Python dict"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), {}, 4, BLOCK=4))
+
+
+@triton.jit
+def _kernel_with_a_dict_default(x_ptr, n, BLOCK: tl.constexpr, TILES={}):  # noqa: B006
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def test_a_kernel_with_a_python_container_as_default_or_in_a_tuple_is_not_counted():
+    """Round 11 kept tiles in a dict that was the kernel's own default argument; a tuple holding
+    a list would do the same."""
+    import pytest
+    with pytest.raises(TypeError, match="a kernel argument is a Python dict"):
+        count_traffic(lambda: _kernel_with_a_dict_default[(1,)](torch.zeros(4), 4, BLOCK=4))
+    with pytest.raises(TypeError, match="a kernel argument is a Python list"):
+        count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), ([],), 4,
+                                                               BLOCK=4))

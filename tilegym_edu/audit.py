@@ -379,6 +379,13 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _is_constant(node: ast.expr) -> bool:
+    """A literal number, string, True, False or None, or a negative number."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
 def _last_name(node: ast.expr) -> str | None:
     """``c`` of ``a.b.c`` or of a name ``c``."""
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
@@ -537,6 +544,12 @@ class _Auditor(ast.NodeVisitor):
                         "function or class: define kernels at the top level of a cell (Triton's "
                         "interpreter runs a kernel's text again at the top level, where the "
                         "enclosing names mean something else)")
+        for default in [*node.args.defaults, *[d for d in node.args.kw_defaults if d]]:
+            if not _is_constant(default):
+                self.refuse(default, "kernel", f"the default `{ast.unparse(default)}` of a "
+                            "Triton kernel: a kernel's defaults are numbers, strings, True, "
+                            "False or None (Triton's interpreter shares a default object "
+                            "between programs and launches)")
         if not _is_jit(node.decorator_list[-1]):
             self.refuse(node, "kernel", f"`@{ast.unparse(node.decorator_list[-1])}` below the "
                         f"jit decorator of `{node.name}`: the jit decorator goes right above "

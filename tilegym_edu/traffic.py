@@ -92,9 +92,11 @@ def _counting(counter: _Counter) -> Iterator[None]:
 
     def counted_run(self, *args, **kwargs):
         counter.launches += 1
-        containers = [type(a).__name__ for a in [*args, *kwargs.values()]
-                      if isinstance(a, (dict, list, set, bytearray))]
-        if containers:   # a kernel could keep what it loaded in one, between programs
+        fn = self.fn
+        defaults = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+        containers = _containers([*args, *kwargs.values(), *defaults])
+        if containers:   # a kernel could keep what it loaded in one, between programs (its own
+            # default arguments too: round 11 of the red team)
             raise TypeError(f"a kernel argument is a Python {containers[0]}: pass tensors, "
                             "numbers and constexprs")
         return run(self, *args, **kwargs)
@@ -134,6 +136,18 @@ def _counting(counter: _Counter) -> Iterator[None]:
                 setattr(obj, name, value)
             elif name in vars(obj):
                 delattr(obj, name)
+
+
+def _containers(values: list[Any]) -> list[str]:
+    """The type names of the mutable Python containers among ``values`` and in their tuples."""
+    found, stack = [], list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, tuple):
+            stack.extend(value)
+        elif isinstance(value, (dict, list, set, bytearray)):
+            found.append(type(value).__name__)
+    return found
 
 
 def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:
