@@ -244,3 +244,28 @@ def test_a_path_from_the_course_cannot_touch_the_file_system(tmp_path):
         run_learner_cell("(here / 'victim.txt').replace(here / 'moved.txt')", namespace)
     assert victim.exists()
     assert run_learner_cell("fixed = 'a-b'.replace('-', '_')", namespace)["fixed"] == "a_b"
+
+
+def closure(namespace: dict) -> object:
+    """A learner cell's closure over a parameter named `exec`."""
+    return learner_function("def outer(exec):\n    def inner():\n        return exec\n"
+                            "    return inner\nmade = outer(1)\n", "made", namespace)
+
+
+def wrapper(namespace: dict) -> object:
+    """A wrapper like torch.no_grad()'s (functools.wraps, which learner code may not read) of
+    a learner cell's function, in the notebook's globals, where Triton finds `tl`."""
+    learner_function("def plain():\n    return 1\n", "plain", namespace)
+    exec("import functools\n@functools.wraps(plain)\ndef made():\n    return plain()",  # noqa: S102
+         namespace)
+    return namespace["made"]
+
+
+@pytest.mark.parametrize("make", [closure, wrapper], ids=["a closure", "a wrapper"])
+def test_triton_refuses_to_run_a_wrapper_or_a_closure_again(guarded_interpreter, make):
+    """Round 10: Triton's interpreter runs a function's text at the top level of its module's
+    globals: a closure's enclosing names (a parameter named `exec`) became the builtins there,
+    and a wrapper's text was the wrapped learner function's, run in torch's globals."""
+    made = make({**write_guard.GUARD_NAMES, "tl": triton.language})
+    with pytest.raises(Exception, match="cannot run .*(wraps another|inside another)"):
+        guarded_interpreter(made)()
