@@ -175,9 +175,17 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and returned what
     ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
     ``what`` names the case in every message; the hints follow the failure they explain. Shows
-    the counts (a figure for the grade table). The inputs must come back unchanged: the
-    reference reads copies taken before the call (a red team's kernel zeroed its inputs and
-    stored zeros, which the reference then agreed with)."""
+    the counts (a figure for the grade table). The floating-point inputs are shuffled in place
+    first (same values, a new order each time), so no answer exists before the call. The
+    inputs must come back unchanged: the reference reads copies taken before the call (a red
+    team's kernel zeroed its inputs and stored zeros, which the reference then agreed with)."""
+    # the floating-point inputs' elements in an order nobody knows in advance: the test cells
+    # draw them from fixed seeds, and an answer computed beforehand from those (round 12 of
+    # the red team: a copy kernel stored it) is wrong now
+    order = torch.Generator().manual_seed(int.from_bytes(os.urandom(6), "little"))
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            _shuffle_(a, order)
     reference_inputs = [to_reference(a) for a in args]
     originals = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     outputs = []

@@ -170,8 +170,8 @@ def expected_span(shape, index, tile_shape):
 
 
 def check_tiles(shape, tile_shape):
-    grid = tile_grid(shape, tile_shape)
-    assert tuple(grid) == tuple(-(-n // t) for n, t in zip(shape, tile_shape)), (
+    grid = tuple(tile_grid(shape, tile_shape))   # used twice: a generator would be used up
+    assert grid == tuple(-(-n // t) for n, t in zip(shape, tile_shape)), (
         f"tile_grid({shape}, {tile_shape}) = {grid}")
     corners = {tuple(g - 1 for g in grid), tuple(0 for _ in grid),
                tuple(g // 2 for g in grid)}
