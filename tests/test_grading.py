@@ -364,3 +364,19 @@ def test_the_tensors_a_model_argument_holds_are_found_for_the_before_and_after_c
     assert id(model.embedding) in ids and id(model.layers[1]["w13"]) in ids and id(model.cos) in ids
     assert len(held) == 3 + 6 * CPU_CONFIG.n_layers + 2 + 2      # the Linear: weight and bias
     assert all(torch.equal(t, copy) and t is not copy for t, copy in held)
+
+
+def test_held_memory_counts_what_is_still_held_once_per_storage():
+    """HeldMemory (lesson 04's streaming check): storage created inside and still alive,
+    views counted once; a kept copy counts, a dropped temporary does not; reading values into
+    Python is refused."""
+    x = torch.ones(4, 8, dtype=torch.float64)       # made outside: not counted
+    with grading.HeldMemory() as held:
+        kept = [x.clone() for _ in range(3)]
+        view = kept[0][:, :2]
+        (x * 2).sum()                                 # a temporary, dropped
+        assert held.held_bytes() == 3 * x.nbytes
+        del kept[1:]
+        assert held.held_bytes() == x.nbytes and view.shape == (4, 2)
+        with pytest.raises(AssertionError, match="read into Python"):
+            float(x[0, 0])

@@ -18,6 +18,7 @@ import statistics
 import time
 import tomllib
 import types
+import weakref
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -85,6 +86,37 @@ class _ShortcutGuard(TorchDispatchMode):
                 and out.is_floating_point()):
             out.fill_(math.nan)
         return out
+
+
+class HeldMemory(TorchDispatchMode):
+    """While active, tracks the tensor storage created by PyTorch operations and
+    :meth:`held_bytes` says how much of it is still alive (a storage once, however many views
+    hold it): what the code running inside holds at that moment, in bytes. Reading tensor
+    values into Python (``float(t)``, printing) raises: numbers kept in Python would hide from
+    the count. Lesson 04's streaming exercise kept a clone of every block it was given, which
+    watching the blocks it was handed could not see (round 12 of the red team)."""
+
+    def __init__(self):
+        super().__init__()
+        self._storages: dict[int, tuple[int, list[weakref.ref]]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ == "_local_scalar_dense":
+            raise AssertionError("a tensor's values were read into Python here (float(), int(), "
+                                 "print ...): keep them in tensors")
+        out = func(*args, **(kwargs or {}))
+        for t in _tensors(out):
+            storage = t.untyped_storage()
+            entry = self._storages.get(storage.data_ptr())
+            if entry is None or not any(ref() is not None for ref in entry[1]):  # new, or reused
+                entry = self._storages[storage.data_ptr()] = (storage.nbytes(), [])
+            entry[1].append(weakref.ref(t))
+        return out
+
+    def held_bytes(self) -> int:
+        """Bytes of the storages created inside that some tensor still holds."""
+        return sum(nbytes for nbytes, refs in self._storages.values()
+                   if any(ref() is not None for ref in refs))
 
 
 def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = (),

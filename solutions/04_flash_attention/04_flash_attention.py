@@ -462,10 +462,13 @@ def softmax_stats(blocks):
 class StreamedBlocks:
     """The column blocks of x (rows, cols), block_cols wide (the last one narrower if cols is not
     a multiple), for one pass only: iterating a second time fails, and so does asking for block
-    i + 2 while block i is still referenced. handed_out counts the blocks given."""
+    i + 2 while block i is still referenced. With ``held`` (a grading.HeldMemory the caller
+    runs under), asking for a block fails too while the caller holds more than four blocks'
+    worth of tensors (a copy of every block is not streaming). handed_out counts the blocks
+    given."""
 
-    def __init__(self, x, block_cols):
-        self.x, self.block_cols = x, block_cols
+    def __init__(self, x, block_cols, held=None):
+        self.x, self.block_cols, self.held = x, block_cols, held
         self.handed_out, self.passes = 0, 0
 
     def __iter__(self):
@@ -483,6 +486,14 @@ class StreamedBlocks:
                     raise AssertionError(f"block {i} was still referenced when block "
                                          f"{len(given)} was requested: keep running statistics, "
                                          "not the blocks")
+            if self.held is not None:
+                rows, item = self.x.shape[0], self.x.element_size()
+                budget = 4 * rows * self.block_cols * item + 16 * rows * item
+                if self.held.held_bytes() > budget:
+                    raise AssertionError(f"{self.held.held_bytes():,} bytes of tensors were held "
+                                         f"when block {len(given)} was requested, more than "
+                                         f"four blocks' worth ({budget:,}): keep running "
+                                         "statistics, not the blocks or copies of them")
             block = self.x[:, start:start + self.block_cols].clone()
             given.append(weakref.ref(block))
             self.handed_out += 1
@@ -499,8 +510,9 @@ print("softmax from the streamed statistics against torch.softmax: relative erro
 # Exercise 3: softmax_stats gives each row's maximum and sum of exp(x - m) in one streaming pass.
 def check_stats(x, block_cols, what):
     rows, cols = x.shape
-    blocks = StreamedBlocks(x, block_cols)
-    m, ell = softmax_stats(blocks)
+    with grading.HeldMemory() as held:
+        blocks = StreamedBlocks(x, block_cols, held)
+        m, ell = softmax_stats(blocks)
     n_blocks = triton.cdiv(cols, block_cols)
     where = f"{what}: {rows} x {cols}, blocks of {block_cols}"
     assert blocks.handed_out == n_blocks, (
