@@ -31,6 +31,16 @@ SUBMISSIONS = [
     Submission("stats_without_rescale",
                {STATS: ("ell = ell * torch.exp(m - shift) + ", "ell = ell + ")},
                loses=("test_softmax_stats",), reason="differs from sum(exp(x - m))"),
+    # Not streaming: a copy of every block kept, the statistics taken over all of them at the
+    # end (round 12 of the red team: the handed-out blocks themselves are released, so only
+    # counting what the function holds sees it).
+    Submission("stats_keeping_copies",
+               {STATS: ("    m = ell = None\n    for block in blocks:\n",
+                        "    x = torch.cat([block.clone() for block in blocks], dim=1)\n"
+                        "    m = x.amax(dim=1)\n"
+                        "    return m, torch.exp(x - m[:, None]).sum(dim=1)\n"
+                        "    for block in blocks:\n")},
+               loses=("test_softmax_stats",), reason="more than four blocks' worth"),
     # A plain exp2 of the scores, no running maximum subtracted (and so nothing to rescale):
     # correct for scores of order 1, inf / inf = NaN for the graded scores of ~1e3. The traffic
     # check runs at ordinary scale and still passes.
