@@ -380,3 +380,12 @@ def test_held_memory_counts_what_is_still_held_once_per_storage():
         assert held.held_bytes() == x.nbytes and view.shape == (4, 2)
         with pytest.raises(AssertionError, match="read into Python"):
             float(x[0, 0])
+
+
+def test_held_memory_counts_a_tensor_made_before_and_written_inside():
+    """Round 13: a scratch tensor made in another cell, filled with a copy of every block."""
+    scratch = torch.empty(4, 64, dtype=torch.float64)
+    block = torch.ones(4, 8, dtype=torch.float64)
+    with grading.HeldMemory() as held:
+        scratch[:, :8].copy_(block)
+        assert held.held_bytes() == scratch.nbytes

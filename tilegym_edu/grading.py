@@ -99,24 +99,39 @@ class HeldMemory(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self._storages: dict[int, tuple[int, list[weakref.ref]]] = {}
+        self._written: dict[int, int] = {}   # storage made before, written inside: held
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if func.overloadpacket.__name__ == "_local_scalar_dense":
             raise AssertionError("a tensor's values were read into Python here (float(), int(), "
                                  "print ...): keep them in tensors")
-        out = func(*args, **(kwargs or {}))
+        # a tensor made before and written here holds what was written for the rest of the
+        # call (round 13: a scratch tensor made in another cell got a copy of every block)
+        for arg, value in zip(func._schema.arguments, [*args, *[None] * len(kwargs)]):
+            value = kwargs.get(arg.name, value)
+            if (isinstance(value, torch.Tensor) and arg.alias_info is not None
+                    and arg.alias_info.is_write
+                    and value.untyped_storage().data_ptr() not in self._storages):
+                storage = value.untyped_storage()
+                self._written[storage.data_ptr()] = storage.nbytes()
+        out = func(*args, **kwargs)
+        inputs = {t.untyped_storage().data_ptr() for t in _tensors([*args, *kwargs.values()])}
         for t in _tensors(out):
             storage = t.untyped_storage()
             entry = self._storages.get(storage.data_ptr())
-            if entry is None or not any(ref() is not None for ref in entry[1]):  # new, or reused
-                entry = self._storages[storage.data_ptr()] = (storage.nbytes(), [])
-            entry[1].append(weakref.ref(t))
+            if entry is not None and any(ref() is not None for ref in entry[1]):
+                entry[1].append(weakref.ref(t))          # a view of storage made here
+            elif storage.data_ptr() not in inputs:       # new storage (or an address reused)
+                self._storages[storage.data_ptr()] = (storage.nbytes(), [weakref.ref(t)])
         return out
 
     def held_bytes(self) -> int:
-        """Bytes of the storages created inside that some tensor still holds."""
-        return sum(nbytes for nbytes, refs in self._storages.values()
-                   if any(ref() is not None for ref in refs))
+        """Bytes of the storages created inside that some tensor still holds, and of those
+        made before that were written inside."""
+        return sum(self._written.values()) + sum(
+            nbytes for nbytes, refs in self._storages.values()
+            if any(ref() is not None for ref in refs))
 
 
 def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = (),
