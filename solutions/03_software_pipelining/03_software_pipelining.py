@@ -1244,8 +1244,9 @@ grading.assert_correct(split_k_matmul, matmul_reference, make_split_k_inputs,
 M, N, K = 24, 40, 160
 a, b, config = make_split_k_inputs({"M": M, "N": N, "K": K, "dtype": torch.float16, "split": 5},
                                    torch.Generator().manual_seed(0))
-# the ranges by the rule itself, not by your k_per_split (returning K would ask for one range)
-splits = triton.cdiv(K, triton.cdiv(triton.cdiv(K, 5), config["BLOCK_K"]) * config["BLOCK_K"])
+# the ranges by the reference's k_per_split, not by yours (returning K would ask for one range)
+from tilegym_edu.reference import split_k as split_k_rule  # noqa: E402
+splits = triton.cdiv(K, split_k_rule.k_per_split(K, 5, config["BLOCK_K"]))
 grading.assert_traffic(split_k_matmul, (a, b, config), matmul_reference, torch.float16,
                        what=f"{M} x {N} x {K} in {splits} ranges",
                        stores=splits * M * N * 4 + M * N * a.element_size(),
