@@ -31,6 +31,7 @@ bfloat16, sequence lengths multiples of 128 and contiguous tensors, on compute c
 ``flash.flash_forward``, elsewhere flash.py. They do not run in Triton's interpreter: their tests
 are in tests/gpu/.
 """
+import functools
 import math
 from collections.abc import Callable, Mapping
 
@@ -40,6 +41,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference import tile_schedule
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.flash import (FLASH_ORDER_SPACE, check_flash_inputs, flash_forward,
                                          flash_forward_kernel, flash_problem, launch_flash_forward)
@@ -299,41 +301,41 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
 
 
 @gluon.jit
-def _tile(tile, n_m, CAUSAL: gl.constexpr):
-    """(start_m, bh) of tile number ``tile``: the query blocks of one (batch, head) are
-    consecutive tiles, so the programs running at once share that head's keys in L2; causal
-    tiles go last block first, the longest rows before the shortest, so the programs that
-    finish early take the short ones."""
-    bh = tile // n_m
-    start_m = tile % n_m
-    if CAUSAL:
-        start_m = n_m - 1 - start_m
-    return start_m, bh
+def _program_tiles(order_ptr, starts_ptr):
+    """(first, end): where this program's tiles begin and end in the schedule's ``order``
+    (tile_schedule's (order, starts))."""
+    first = gl.load(starts_ptr + gl.program_id(0))
+    return first, gl.load(starts_ptr + gl.program_id(0) + 1)
 
 
 @gluon.jit
 def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-             PARTIAL: gl.constexpr):
-    """The producer warp: for each of the program's tiles, every consumer's q block (once it is
-    done with its last one), then the tile's key/value blocks into the ring, each slot once
-    every consumer has released it (k_empty, v_empty). ``it`` counts the key/value blocks this
-    program has loaded, so the ring's slots and phases run on across tiles."""
+             k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+             CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
+    """The producer warp: for each of the program's tiles, every consumer's q block into q
+    buffer ``count % 2`` (once the tile before last is done with it, so the next tile's q
+    arrives while this one computes), then the tile's key/value blocks into the ring, each
+    slot once every consumer has released it (k_empty, v_empty). ``it`` counts the key/value
+    blocks this program has loaded, so the ring's slots and phases run on across tiles."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
+    first, end = _program_tiles(order_ptr, starts_ptr)
     it = 0
-    count = 0
-    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
+    for t in range(first, end):
+        count = t - first
+        tile = gl.load(order_ptr + t)
+        bh = tile // n_m
+        start_m = tile % n_m
         b = bh // H
         kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
         for w in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_empty.index(w), (count & 1) ^ 1)  # a new barrier passes phase 1
-            mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
+            qi = (count % 2) * CONSUMERS + w
+            mbarrier.wait(q_empty.index(qi), ((count // 2) & 1) ^ 1)  # a new barrier passes 1
+            mbarrier.expect(q_ready.index(qi), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(
                 q_desc, [bh * seq_q + start_m * BLOCK_M + w * CONSUMER_ROWS, 0],
-                q_ready.index(w), q_smem.index(w))
+                q_ready.index(qi), q_smem.index(qi))
         n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
                                PARTIAL)
         for j in range(n_blocks):
@@ -348,7 +350,6 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
             tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0],
                                             v_ready.index(slot), v_smem.index(slot))
             it += 1
-        count += 1
 
 
 @gluon.jit
@@ -358,11 +359,12 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
-    slot once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
+    buffer once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
     computed on whatever q rows the copy brought and not stored. ``shared``: what every
     consumer takes alike (hopper_flash_ws_kernel's tuple)."""
     (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
-     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale) = shared
+     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr, qk_scale) = shared
+    CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     ROWS: gl.constexpr = CONSUMER_ROWS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -372,14 +374,18 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    q_tile = q_smem.index(WG)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
     n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
+    first, end = _program_tiles(order_ptr, starts_ptr)
     it = 0
-    count = 0
-    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
+    for t in range(first, end):
+        count = t - first
+        tile = gl.load(order_ptr + t)
+        bh = tile // n_m
+        start_m = tile % n_m
+        qi = (count % 2) * CONSUMERS + WG
+        q_tile = q_smem.index(qi)
         start = start_m * BLOCK_M + WG * ROWS
         n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
                                PARTIAL)
@@ -389,7 +395,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
-        mbarrier.wait(q_ready.index(WG), count & 1)
+        mbarrier.wait(q_ready.index(qi), (count // 2) & 1)
         slot = it % STAGES
         mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
@@ -397,7 +403,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         s = warpgroup_mma_wait(0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
         if n_blocks == 1:
-            mbarrier.arrive(q_empty.index(WG), count=1)
+            mbarrier.arrive(q_empty.index(qi), count=1)
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
                                            BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -412,8 +418,8 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
             acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=(s,))
             mbarrier.arrive(k_empty.index(slot), count=1)
-            if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
-                mbarrier.arrive(q_empty.index(WG), count=1)
+            if j == n_blocks - 1:  # the last scores are in: q's buffer can take a later tile's
+                mbarrier.arrive(q_empty.index(qi), count=1)
             p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
                                                BLOCK_N, CAUSAL, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
@@ -427,7 +433,6 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last), count=1)
         it += n_blocks
-        count += 1
 
         _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
                     lse_ptr + bh * seq_q, start, seq_q, stride_os, ROWS, HEAD_DIM, 4, o_layout,
@@ -437,33 +442,35 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
 @gluon.jit
 def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
-                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
+                           H, GROUP, seq_q, seq_k, qk_scale, order_ptr, starts_ptr,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                            STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
     warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
     three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
     L2 once for BLOCK_M queries while each warpgroup's softmax can run beside the others'
-    matmuls. Program i takes tiles i, i + grid, ... of the n_tiles = batch * H * cdiv(seq_q,
-    BLOCK_M) (one per program when the grid is that large; a persistent grid of one program per
-    SM lets the producer load the next tile's blocks while the consumers store the last one's
-    output). PARTIAL: seq_q is not a multiple of BLOCK_M (each head's last tile runs past it).
-    Other arguments as hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows;
-    launched with num_warps=4 (the first consumer) plus the other consumers' 4 warps each and
-    the producer's 1. Two consumers run with 240 registers a thread each, three with 160 (the
-    64K of an SM shared among 16 warps)."""
+    matmuls. The tiles (tile bh * n_m + m: query block m of the n_m = cdiv(seq_q, BLOCK_M) of
+    (batch, head) bh) come from a host-made schedule (tile_schedule): program p takes order[
+    starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
+    balanced share of them, whose next q the producer loads into the second of two q buffers
+    while this tile computes. PARTIAL: seq_q is not a multiple of BLOCK_M (each head's last
+    tile runs past it). Other arguments as hopper_flash_kernel's, q's descriptor in blocks of
+    CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer) plus the other
+    consumers' 4 warps each and the producer's 1. Two consumers run with 240 registers a thread
+    each, three with 160 (the 64K of an SM shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2 * CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
+                                       q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(CONSUMERS):
+    for i in gl.static_range(2 * CONSUMERS):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
@@ -472,7 +479,8 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.init(k_empty.index(i), count=CONSUMERS)  # every consumer releases each slot
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     shared = (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr,
-              lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale)
+              lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr,
+              qk_scale)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     if CONSUMERS == 3:
         gl.warp_specialize([
@@ -480,7 +488,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
             (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
@@ -488,7 +496,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
             (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 1], [240, 24])
 
@@ -573,8 +581,26 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
         hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, **options)
         return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
+    order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
+                                     block_n, causal, programs)
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
-                                        *args, n_tiles, PARTIAL=seq_q % block_m != 0, **options)
+                                        *args, order, starts, PARTIAL=seq_q % block_m != 0,
+                                        **options)
+
+
+@functools.cache
+def tile_schedule_on(device, n_bh: int, n_m: int, seq_q: int, seq_k: int, block_m: int,
+                     block_n: int, causal: bool, programs: int):
+    """hopper_flash_ws_kernel's schedule (order, starts) on ``device``: one tile a program when
+    there are as many programs as tiles, else tile_schedule.balanced. Made once per problem and
+    kept for the life of the process: a launch captured in a CUDA graph reads these tensors at
+    every replay, and the first launch (never inside a capture) is the one that makes them."""
+    blocks = tile_schedule.key_blocks(n_m, seq_q, seq_k, block_m, block_n, causal)
+    if programs == n_bh * n_m:
+        order, starts = tile_schedule.one_tile_a_program(n_bh, blocks, causal)
+    else:
+        order, starts = tile_schedule.balanced(n_bh, blocks, programs)
+    return order.to(device), starts.to(device)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
