@@ -16,7 +16,10 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
 * ``specialised``: warp-specialised (hopper_flash_ws_kernel): a producer warp issues every
   copy, BLOCK_M // 64 consumer warpgroups of 64 rows (two, or three at head size 64) share
   each key/value block;
-* ``persistent``: the same, one program per SM taking tile after tile.
+* ``persistent``: the same, one program per SM taking tile after tile, a share of the tiles
+  the host balances (tile_schedule: causal tiles are unequal, and handed out in turn they
+  left the slowest program 1.19x the mean work at B8 H16 S2048), the next tile's q loaded
+  while this one computes.
 
 On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
 rows at head sizes 64 and 128 but one, 1.10x at 16k causal; three consumer warpgroups took head
@@ -524,10 +527,10 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 #: configurations the tuner races: (BLOCK_M, BLOCK_N, STAGES, SCHEDULE). SCHEDULE "one": one
 #: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "specialised": BLOCK_M //
 #: 64 consumer warpgroups of 64 rows each and a producer warp (hopper_flash_ws_kernel), a
-#: program a tile; "persistent": the same, one program per SM taking tile after tile. 128 x 128
-#: blocks on one warpgroup are left out: their scores and output overflow its registers
-#: (ptxas spills 0.4-2.2 KB a thread); three consumers (BLOCK_M 192) run at head size 64 only
-#: (hopper_prune)
+#: program a tile; "persistent": the same, one program per SM taking a balanced share of the
+#: tiles (tile_schedule.balanced) one after another. 128 x 128 blocks on one warpgroup are
+#: left out: their scores and output overflow its registers (ptxas spills 0.4-2.2 KB a
+#: thread); three consumers (BLOCK_M 192) run at head size 64 only (hopper_prune)
 HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
                   (64, 128, 2, "one"), (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"),
                   (128, 64, 3, "specialised"), (192, 128, 2, "specialised"),
