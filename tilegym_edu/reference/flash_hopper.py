@@ -206,7 +206,7 @@ def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row,
 @gluon.jit
 def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                         stride_ob, stride_oh, stride_os,
-                        H, GROUP, seq_q, seq_k, qk_scale,
+                        H, GROUP, seq_q, seq_k, qk_scale, order_ptr,
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
     """o and lse for BLOCK_M queries of one (batch, head). q, k, v
@@ -214,9 +214,13 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     reads key/value head h // GROUP; seq_q and seq_k are multiples of BLOCK_M and BLOCK_N (a
     block never reaches into the next head's rows). The key loop runs software-pipelined:
     scores of block j and the product of block j-1 on the tensor cores while block j's softmax
-    runs. Program i computes tile i in _tile's order (a grid of one program a tile)."""
+    runs. Program i computes tile order[i] (tile bh * n_m + m: query block m of the n_m =
+    seq_q // BLOCK_M of (batch, head) bh), a grid of one program a tile in
+    tile_schedule.one_tile_a_program's order."""
     n_m = seq_q // BLOCK_M
-    start_m, bh = _tile(gl.program_id(0), n_m, CAUSAL)
+    tile = gl.load(order_ptr + gl.program_id(0))
+    bh = tile // n_m
+    start_m = tile % n_m
     b = bh // H
     head = bh % H
     kv_row = (b * (H // GROUP) + head // GROUP) * seq_k
@@ -580,12 +584,13 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (rows_descriptor(k, block_n), rows_descriptor(v, block_n))
-    if schedule == "one":
-        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, **options)
-        return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
     order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
                                      block_n, causal, programs)
+    if schedule == "one":
+        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, order,
+                                        **options)
+        return
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
                                         *args, order, starts, PARTIAL=seq_q % block_m != 0,
                                         **options)
@@ -594,7 +599,7 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
 @functools.cache
 def tile_schedule_on(device, n_bh: int, n_m: int, seq_q: int, seq_k: int, block_m: int,
                      block_n: int, causal: bool, programs: int):
-    """hopper_flash_ws_kernel's schedule (order, starts) on ``device``: one tile a program when
+    """The kernels' schedule (order, starts) on ``device``: one tile a program when
     there are as many programs as tiles, else tile_schedule.balanced. Made once per problem and
     kept for the life of the process: a launch captured in a CUDA graph reads these tensors at
     every replay, and the first launch (never inside a capture) is the one that makes them."""
