@@ -86,3 +86,20 @@ def test_the_kernels_schedule_is_balanced_only_on_a_persistent_grid(causal):
     balanced = tile_schedule.balanced(3, blocks, 5)
     assert (order.tolist(), starts.tolist()) == (balanced[0].tolist(), balanced[1].tolist())
     assert flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 5)[0] is order
+
+
+def test_the_causal_mask_in_floats_keeps_exactly_the_keys_up_to_each_query():
+    """The Gluon kernels mask a score as min(s, BIG * (query - key) + BIG / 2) in float32: for
+    every query-key distance up to 128k tokens the bound must sit far above any score where the
+    key is visible and far below where it is not, whether the compiler rounds once (FFMA) or
+    twice."""
+    big = flash_hopper.MASK_BIG.value
+    distance = torch.arange(-(1 << 17), (1 << 17) + 128)       # query - first key of the block
+    keys = torch.arange(128)
+    rows = distance.float() * big + 0.5 * big
+    twice = rows[:, None] - keys.float()[None, :] * big
+    once = (rows.double()[:, None] - keys.double()[None, :] * big).float()
+    visible = distance[:, None] >= keys[None, :]
+    for bound in (twice, once):
+        assert torch.isfinite(bound).all()
+        assert (bound[visible] > 1e29).all() and (bound[~visible] < -1e29).all()

@@ -84,19 +84,25 @@ def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, block, STA
                                     v_smem.index(slot))
 
 
+#: the causal mask's scale: positions (< 2^24, exact in float32) times this stay below float32's
+#: 3.4e38, and a key one past the query lands 1e30 below any score
+MASK_BIG = gl.constexpr(1.0e30)
+
+
 @gluon.jit
-def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.constexpr,
+def _softmax_block(s, m_i, l_i, start_n, q_pos, qk_scale, MASKED: gl.constexpr,
                    CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     """One key block's online-softmax step on its scores ``s`` (BLOCK_M, BLOCK_N) float32:
     (p, m_new, l_new, alpha), p the unnormalised probabilities exp2(s * qk_scale - m_new),
     alpha = exp2(m_i - m_new) the factor the running output must be scaled by. MASKED blocks
-    mask keys past seq_k and, if CAUSAL, keys after the query (positions ``q_pos``)."""
-    if MASKED:
-        cols = start_n + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout))
-        valid = gl.expand_dims(cols < seq_k, 0)
-        if CAUSAL:
-            valid = valid & (gl.expand_dims(q_pos, 1) >= gl.expand_dims(cols, 0))
-        s = gl.where(valid, s, -float("inf"))
+    (causal only) mask the keys after each query (positions ``q_pos``)."""
+    if MASKED:  # causal only: seq_k is a whole number of key blocks (hopper_fits)
+        # min(s, BIG * (query - key) + BIG / 2): s where the key is at or before the query, at
+        # most -BIG / 2 after it (exp2 of that is 0): two float instructions an element, where
+        # gl.where on a comparison made Triton 3.6 pack and unpack the predicate (8 or more)
+        cols = gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout)).to(gl.float32)
+        rows = (q_pos - start_n).to(gl.float32) * MASK_BIG + 0.5 * MASK_BIG
+        s = gl.minimum(s, gl.expand_dims(rows, 1) - gl.expand_dims(cols * MASK_BIG, 0))
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
@@ -105,19 +111,19 @@ def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.cons
 
 
 @gluon.jit
-def _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale, BLOCK_N: gl.constexpr,
+def _softmax_step(s, m_i, l_i, j, masked_from, q_pos, qk_scale, BLOCK_N: gl.constexpr,
                   CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     """_softmax_block for key block ``j``, masked if causal and j >= masked_from (the blocks
     that cross the diagonal); only those pay for the mask."""
     if CAUSAL:
         if j >= masked_from:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                                 True, CAUSAL, s_layout)
         else:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                                 False, CAUSAL, s_layout)
     else:
-        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                             False, CAUSAL, s_layout)
     return p, m_i, l_i, alpha
 
@@ -178,7 +184,7 @@ def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
 
 @gluon.jit
 def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row, n_blocks, acc,
-              p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale, STAGES: gl.constexpr,
+              p_op, m_i, l_i, zero_s, q_pos, qk_scale, STAGES: gl.constexpr,
               BLOCK_N: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """Key block j (>= 1) of hopper_flash_kernel's loop: block j's scores and block j-1's P·V
@@ -192,7 +198,7 @@ def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row,
     mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
-    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale, MASKED,
+    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale, MASKED,
                                         CAUSAL, s_layout)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -272,7 +278,7 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
                       is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, qk_scale,
                                        BLOCK_N, CAUSAL, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -283,13 +289,13 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     for j in range(1, unmasked_end):
         acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
                                         kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s, q_pos,
-                                        seq_k, qk_scale, STAGES, BLOCK_N, False, CAUSAL, s_layout,
+                                        qk_scale, STAGES, BLOCK_N, False, CAUSAL, s_layout,
                                         o_layout, p_layout)
     if CAUSAL:
         for j in range(gl.maximum(unmasked_end, 1), n_blocks):
             acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc,
                                             v_desc, kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s,
-                                            q_pos, seq_k, qk_scale, STAGES, BLOCK_N, True, CAUSAL,
+                                            q_pos, qk_scale, STAGES, BLOCK_N, True, CAUSAL,
                                             s_layout, o_layout, p_layout)
 
     last = (n_blocks - 1) % STAGES
@@ -411,7 +417,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         mbarrier.arrive(k_empty.index(slot), count=1)
         if n_blocks == 1:
             mbarrier.arrive(q_empty.index(qi), count=1)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, qk_scale,
                                            BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -427,7 +433,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
             mbarrier.arrive(k_empty.index(slot), count=1)
             if j == n_blocks - 1:  # the last scores are in: q's buffer can take a later tile's
                 mbarrier.arrive(q_empty.index(qi), count=1)
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, qk_scale,
                                                BLOCK_N, CAUSAL, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
