@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -84,8 +85,8 @@ def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, block, STA
                                     v_smem.index(slot))
 
 
-#: the causal mask's scale: positions (< 2^24, exact in float32) times this stay below float32's
-#: 3.4e38, and a key one past the query lands 1e30 below any score
+#: the causal mask's scale: a masked block's query-key distances (a few hundred) times this
+#: stay far inside float32, and a key one past its query lands 1e30 below any score
 MASK_BIG = gl.constexpr(1.0e30)
 
 
@@ -102,7 +103,8 @@ def _softmax_block(s, m_i, l_i, start_n, q_pos, qk_scale, MASKED: gl.constexpr,
         # gl.where on a comparison made Triton 3.6 pack and unpack the predicate (8 or more)
         cols = gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout)).to(gl.float32)
         rows = (q_pos - start_n).to(gl.float32) * MASK_BIG + 0.5 * MASK_BIG
-        s = gl.minimum(s, gl.expand_dims(rows, 1) - gl.expand_dims(cols * MASK_BIG, 0))
+        s = gl.minimum(s, gl.expand_dims(rows, 1) - gl.expand_dims(cols * MASK_BIG, 0),
+                       propagate_nan=tl.PropagateNan.ALL)  # a NaN score stays NaN
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
@@ -327,11 +329,13 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
              CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
     """The producer warp: for each of the program's tiles, every consumer's q block into q
-    buffer ``count % 2`` (once the tile before last is done with it, so the next tile's q
-    arrives while this one computes), then the tile's key/value blocks into the ring, each
-    slot once every consumer has released it (k_empty, v_empty). ``it`` counts the key/value
-    blocks this program has loaded, so the ring's slots and phases run on across tiles."""
+    buffer ``count % Q_BUFFERS`` (once the tile Q_BUFFERS before is done with it: with two,
+    the next tile's q arrives while this one computes), then the tile's key/value blocks into
+    the ring, each slot once every consumer has released it (k_empty, v_empty). ``it`` counts
+    the key/value blocks this program has loaded, so the ring's slots and phases run on
+    across tiles."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    Q_BUFFERS: gl.constexpr = q_smem.shape[0] // CONSUMERS
     n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
     first, end = _program_tiles(order_ptr, starts_ptr)
     it = 0
@@ -343,8 +347,8 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
         b = bh // H
         kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
         for w in gl.static_range(CONSUMERS):
-            qi = (count % 2) * CONSUMERS + w
-            mbarrier.wait(q_empty.index(qi), ((count // 2) & 1) ^ 1)  # a new barrier passes 1
+            qi = (count % Q_BUFFERS) * CONSUMERS + w
+            mbarrier.wait(q_empty.index(qi), ((count // Q_BUFFERS) & 1) ^ 1)  # a new one passes 1
             mbarrier.expect(q_ready.index(qi), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(
                 q_desc, [bh * seq_q + start_m * BLOCK_M + w * CONSUMER_ROWS, 0],
@@ -378,6 +382,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
     (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
      stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr, qk_scale) = shared
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    Q_BUFFERS: gl.constexpr = q_smem.shape[0] // CONSUMERS
     ROWS: gl.constexpr = CONSUMER_ROWS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -397,7 +402,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         tile = gl.load(order_ptr + t)
         bh = tile // n_m
         start_m = tile % n_m
-        qi = (count % 2) * CONSUMERS + WG
+        qi = (count % Q_BUFFERS) * CONSUMERS + WG
         q_tile = q_smem.index(qi)
         start = start_m * BLOCK_M + WG * ROWS
         n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
@@ -408,7 +413,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
-        mbarrier.wait(q_ready.index(qi), (count // 2) & 1)
+        mbarrier.wait(q_ready.index(qi), (count // Q_BUFFERS) & 1)
         slot = it % STAGES
         mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
@@ -457,33 +462,36 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
                            H, GROUP, seq_q, seq_k, qk_scale, order_ptr, starts_ptr,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
+                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr,
+                           Q_BUFFERS: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
-    warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
-    three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
-    L2 once for BLOCK_M queries while each warpgroup's softmax can run beside the others'
-    matmuls. The tiles (tile bh * n_m + m: query block m of the n_m = cdiv(seq_q, BLOCK_M) of
-    (batch, head) bh) come from a host-made schedule (tile_schedule): program p takes order[
+    warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or three)
+    of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from L2
+    once for BLOCK_M queries while each warpgroup's softmax can run beside the others' matmuls.
+    The tiles (tile bh * n_m + m: query block m of the n_m = cdiv(seq_q, BLOCK_M) of (batch,
+    head) bh) come from a host-made schedule (tile_schedule): program p takes order[
     starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
-    balanced share of them, whose next q the producer loads into the second of two q buffers
-    while this tile computes. PARTIAL: seq_q is not a multiple of BLOCK_M (each head's last
-    tile runs past it). Other arguments as hopper_flash_kernel's, q's descriptor in blocks of
-    CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer) plus the other
-    consumers' 4 warps each and the producer's 1. Two consumers run with 240 registers a thread
-    each, three with 160 (the 64K of an SM shared among 16 warps)."""
+    balanced share of them, whose next q the producer loads while this tile computes where
+    there are Q_BUFFERS = 2 q buffers (q_buffers). PARTIAL: seq_q is not a multiple of BLOCK_M
+    (each head's last tile runs past it). Other arguments as hopper_flash_kernel's, q's
+    descriptor in blocks of CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer)
+    plus the other consumers' 4 warps each and the producer's 1. Two consumers run with 240
+    registers a thread each, three with 160 (the 64K of an SM shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [2 * CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
+    q_smem = gl.allocate_shared_memory(dtype, [Q_BUFFERS * CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
                                        q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
+                                        mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
+                                        mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2 * CONSUMERS):
+    for i in gl.static_range(Q_BUFFERS * CONSUMERS):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
@@ -599,7 +607,23 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
         return
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
                                         *args, order, starts, PARTIAL=seq_q % block_m != 0,
+                                        Q_BUFFERS=q_buffers(programs < n_tiles, block_m, block_n,
+                                                            stages, head_dim),
                                         **options)
+
+
+#: the shared memory (bytes) q's and the ring's buffers may take for the warp-specialised
+#: kernel to double-buffer q; the compiler adds its scratch (17-20 KB at 128 x 128, ptxas
+#: says) and an H200 SM has 227 KB for one program
+Q_AND_RING_BYTES = 200 * 1024
+
+
+def q_buffers(persistent: bool, block_m: int, block_n: int, stages: int, head_dim: int) -> int:
+    """How many q buffers hopper_flash_ws_kernel gets: two on a persistent grid (the next
+    tile's q loads during this one) where they fit beside the ring (not 192 x 128 at head size
+    128), else one (a program with one tile has no next q)."""
+    two = 2 * (2 * block_m + 2 * stages * block_n) * head_dim
+    return 2 if persistent and two <= Q_AND_RING_BYTES else 1
 
 
 @functools.cache

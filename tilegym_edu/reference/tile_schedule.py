@@ -15,7 +15,6 @@ and ``starts`` (programs + 1,), where program p's tiles begin in ``order`` (they
 program p + 1's begin). The kernel reads them; nothing here needs a GPU.
 """
 import heapq
-import math
 
 import torch
 
@@ -29,7 +28,7 @@ def key_blocks(n_m: int, seq_q: int, seq_k: int, block_m: int, block_n: int,
     if not causal:
         return [seq_k // block_n] * n_m
     shift = seq_k - seq_q
-    return [min(math.ceil((m * block_m + shift + block_m) / block_n), seq_k // block_n)
+    return [min(-(-(m * block_m + shift + block_m) // block_n), seq_k // block_n)
             for m in range(n_m)]
 
 
