@@ -571,8 +571,13 @@ HOPPER_SPACE = SearchSpace(
     small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]),
     prune=hopper_prune)
 
-#: what the tuner keys its results on: the source of both kernels
-HOPPER_KERNELS = KernelGroup("hopper_flash_forward", (hopper_flash_kernel, hopper_flash_ws_kernel))
+#: what decides how fast a configuration runs: both kernels and the host's schedules (what each
+#: program of a persistent grid takes)
+HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
+                  tile_schedule.balanced)
+
+#: what the tuner keys its results on: the source of HOPPER_SOURCES
+HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
 
 
 def rows_descriptor(t: torch.Tensor, rows: int):
@@ -671,9 +676,8 @@ def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
 #: against 0.90x cuDNN at B8 H16 S2048, 0.98x against 0.94x at B4 H32 S4096, run f)
 FORWARD_PATHS = SearchSpace(default=Config(PATH="gluon"), small=(Config(PATH="flash.py"),))
 
-#: what the race between the two is keyed on: the source of every kernel in it
-FORWARD_KERNELS = KernelGroup("attention_forward",
-                              (hopper_flash_kernel, hopper_flash_ws_kernel, flash_forward_kernel))
+#: what the race between the two is keyed on: the source of every kernel in it and the schedules
+FORWARD_KERNELS = KernelGroup("attention_forward", (*HOPPER_SOURCES, flash_forward_kernel))
 
 
 def tuned_forward_launch(q, k, v, o, lse, causal: bool) -> tuple[str, Callable[[], None]]:
