@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.test_flash import make_inputs
-from tilegym_edu.reference import flash, flash_hopper
+from tilegym_edu.reference import flash, flash_hopper, tile_schedule
 from tilegym_edu.tune import Config
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
@@ -70,3 +70,36 @@ def test_three_consumer_warpgroups_race_at_head_size_64_only(head_dim):
                for c in flash_hopper.HOPPER_SPACE.configs(level=1)}
     assert reasons[128] is None and reasons[64] is None
     assert (reasons[192] is None) == (head_dim == 64), reasons[192]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_kernels_schedule_is_balanced_only_on_a_persistent_grid(causal):
+    """As many programs as tiles: one tile each, head by head (longest first when causal); fewer
+    (one per SM): tile_schedule.balanced. Made once per problem (a captured launch replays the
+    same tensors)."""
+    cpu = torch.device("cpu")
+    order, starts = flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 12)
+    assert starts.tolist() == list(range(13))
+    assert order.tolist()[:4] == ([3, 2, 1, 0] if causal else [0, 1, 2, 3])
+    order, starts = flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 5)
+    blocks = tile_schedule.key_blocks(4, 512, 512, 128, 128, causal)
+    balanced = tile_schedule.balanced(3, blocks, 5)
+    assert (order.tolist(), starts.tolist()) == (balanced[0].tolist(), balanced[1].tolist())
+    assert flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 5)[0] is order
+
+
+def test_the_causal_mask_in_floats_keeps_exactly_the_keys_up_to_each_query():
+    """The Gluon kernels mask a score as min(s, BIG * (query - key) + BIG / 2) in float32: for
+    every query-key distance up to 128k tokens the bound must sit far above any score where the
+    key is visible and far below where it is not, whether the compiler rounds once (FFMA) or
+    twice."""
+    big = flash_hopper.MASK_BIG.value
+    distance = torch.arange(-(1 << 17), (1 << 17) + 128)       # query - first key of the block
+    keys = torch.arange(128)
+    rows = distance.float() * big + 0.5 * big
+    twice = rows[:, None] - keys.float()[None, :] * big
+    once = (rows.double()[:, None] - keys.double()[None, :] * big).float()
+    visible = distance[:, None] >= keys[None, :]
+    for bound in (twice, once):
+        assert torch.isfinite(bound).all()
+        assert (bound[visible] > 1e29).all() and (bound[~visible] < -1e29).all()

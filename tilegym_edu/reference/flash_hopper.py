@@ -16,7 +16,10 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
 * ``specialised``: warp-specialised (hopper_flash_ws_kernel): a producer warp issues every
   copy, BLOCK_M // 64 consumer warpgroups of 64 rows (two, or three at head size 64) share
   each key/value block;
-* ``persistent``: the same, one program per SM taking tile after tile.
+* ``persistent``: the same, one program per SM taking tile after tile, a share of the tiles
+  the host balances (tile_schedule: causal tiles are unequal, and handed out in turn they
+  left the slowest program 1.19x the mean work at B8 H16 S2048), the next tile's q loaded
+  while this one computes.
 
 On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
 rows at head sizes 64 and 128 but one, 1.10x at 16k causal; three consumer warpgroups took head
@@ -31,15 +34,18 @@ bfloat16, sequence lengths multiples of 128 and contiguous tensors, on compute c
 ``flash.flash_forward``, elsewhere flash.py. They do not run in Triton's interpreter: their tests
 are in tests/gpu/.
 """
+import functools
 import math
 from collections.abc import Callable, Mapping
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from tilegym_edu.grading import forbidden_in_graded_calls
+from tilegym_edu.reference import tile_schedule
 from tilegym_edu.reference.attention import LOG2E
 from tilegym_edu.reference.flash import (FLASH_ORDER_SPACE, check_flash_inputs, flash_forward,
                                          flash_forward_kernel, flash_problem, launch_flash_forward)
@@ -79,19 +85,26 @@ def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, kv_row, block, STA
                                     v_smem.index(slot))
 
 
+#: the causal mask's scale: a masked block's query-key distances (a few hundred) times this
+#: stay far inside float32, and a key one past its query lands 1e30 below any score
+MASK_BIG = gl.constexpr(1.0e30)
+
+
 @gluon.jit
-def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.constexpr,
+def _softmax_block(s, m_i, l_i, start_n, q_pos, qk_scale, MASKED: gl.constexpr,
                    CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     """One key block's online-softmax step on its scores ``s`` (BLOCK_M, BLOCK_N) float32:
     (p, m_new, l_new, alpha), p the unnormalised probabilities exp2(s * qk_scale - m_new),
     alpha = exp2(m_i - m_new) the factor the running output must be scaled by. MASKED blocks
-    mask keys past seq_k and, if CAUSAL, keys after the query (positions ``q_pos``)."""
-    if MASKED:
-        cols = start_n + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout))
-        valid = gl.expand_dims(cols < seq_k, 0)
-        if CAUSAL:
-            valid = valid & (gl.expand_dims(q_pos, 1) >= gl.expand_dims(cols, 0))
-        s = gl.where(valid, s, -float("inf"))
+    (causal only) mask the keys after each query (positions ``q_pos``)."""
+    if MASKED:  # causal only: seq_k is a whole number of key blocks (hopper_fits)
+        # min(s, BIG * (query - key) + BIG / 2): s where the key is at or before the query, at
+        # most -BIG / 2 after it (exp2 of that is 0): two float instructions an element, where
+        # gl.where on a comparison made Triton 3.6 pack and unpack the predicate (8 or more)
+        cols = gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout)).to(gl.float32)
+        rows = (q_pos - start_n).to(gl.float32) * MASK_BIG + 0.5 * MASK_BIG
+        s = gl.minimum(s, gl.expand_dims(rows, 1) - gl.expand_dims(cols * MASK_BIG, 0),
+                       propagate_nan=tl.PropagateNan.ALL)  # a NaN score stays NaN
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
@@ -100,19 +113,19 @@ def _softmax_block(s, m_i, l_i, start_n, q_pos, seq_k, qk_scale, MASKED: gl.cons
 
 
 @gluon.jit
-def _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale, BLOCK_N: gl.constexpr,
+def _softmax_step(s, m_i, l_i, j, masked_from, q_pos, qk_scale, BLOCK_N: gl.constexpr,
                   CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     """_softmax_block for key block ``j``, masked if causal and j >= masked_from (the blocks
     that cross the diagonal); only those pay for the mask."""
     if CAUSAL:
         if j >= masked_from:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                                 True, CAUSAL, s_layout)
         else:
-            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+            p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                                 False, CAUSAL, s_layout)
     else:
-        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale,
+        p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale,
                                             False, CAUSAL, s_layout)
     return p, m_i, l_i, alpha
 
@@ -173,7 +186,7 @@ def _key_blocks(first_pos, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
 
 @gluon.jit
 def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row, n_blocks, acc,
-              p_op, m_i, l_i, zero_s, q_pos, seq_k, qk_scale, STAGES: gl.constexpr,
+              p_op, m_i, l_i, zero_s, q_pos, qk_scale, STAGES: gl.constexpr,
               BLOCK_N: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """Key block j (>= 1) of hopper_flash_kernel's loop: block j's scores and block j-1's P·V
@@ -187,7 +200,7 @@ def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row,
     mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     s = warpgroup_mma_wait(1, deps=(s,))  # block j's scores; block j-1's product runs on
-    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, seq_k, qk_scale, MASKED,
+    p, m_i, l_i, alpha = _softmax_block(s, m_i, l_i, j * BLOCK_N, q_pos, qk_scale, MASKED,
                                         CAUSAL, s_layout)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -201,7 +214,7 @@ def _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, kv_row,
 @gluon.jit
 def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                         stride_ob, stride_oh, stride_os,
-                        H, GROUP, seq_q, seq_k, qk_scale,
+                        H, GROUP, seq_q, seq_k, qk_scale, order_ptr,
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
     """o and lse for BLOCK_M queries of one (batch, head). q, k, v
@@ -209,9 +222,13 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     reads key/value head h // GROUP; seq_q and seq_k are multiples of BLOCK_M and BLOCK_N (a
     block never reaches into the next head's rows). The key loop runs software-pipelined:
     scores of block j and the product of block j-1 on the tensor cores while block j's softmax
-    runs. Program i computes tile i in _tile's order (a grid of one program a tile)."""
+    runs. Program i computes tile order[i] (tile bh * n_m + m: query block m of the n_m =
+    seq_q // BLOCK_M of (batch, head) bh), a grid of one program a tile in
+    tile_schedule.one_tile_a_program's order."""
     n_m = seq_q // BLOCK_M
-    start_m, bh = _tile(gl.program_id(0), n_m, CAUSAL)
+    tile = gl.load(order_ptr + gl.program_id(0))
+    bh = tile // n_m
+    start_m = tile % n_m
     b = bh // H
     head = bh % H
     kv_row = (b * (H // GROUP) + head // GROUP) * seq_k
@@ -263,7 +280,7 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
                       is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, qk_scale,
                                        BLOCK_N, CAUSAL, s_layout)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -274,13 +291,13 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     for j in range(1, unmasked_end):
         acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
                                         kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s, q_pos,
-                                        seq_k, qk_scale, STAGES, BLOCK_N, False, CAUSAL, s_layout,
+                                        qk_scale, STAGES, BLOCK_N, False, CAUSAL, s_layout,
                                         o_layout, p_layout)
     if CAUSAL:
         for j in range(gl.maximum(unmasked_end, 1), n_blocks):
             acc, p_op, m_i, l_i = _one_step(j, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc,
                                             v_desc, kv_row, n_blocks, acc, p_op, m_i, l_i, zero_s,
-                                            q_pos, seq_k, qk_scale, STAGES, BLOCK_N, True, CAUSAL,
+                                            q_pos, qk_scale, STAGES, BLOCK_N, True, CAUSAL,
                                             s_layout, o_layout, p_layout)
 
     last = (n_blocks - 1) % STAGES
@@ -299,41 +316,43 @@ def hopper_flash_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
 
 
 @gluon.jit
-def _tile(tile, n_m, CAUSAL: gl.constexpr):
-    """(start_m, bh) of tile number ``tile``: the query blocks of one (batch, head) are
-    consecutive tiles, so the programs running at once share that head's keys in L2; causal
-    tiles go last block first, the longest rows before the shortest, so the programs that
-    finish early take the short ones."""
-    bh = tile // n_m
-    start_m = tile % n_m
-    if CAUSAL:
-        start_m = n_m - 1 - start_m
-    return start_m, bh
+def _program_tiles(order_ptr, starts_ptr):
+    """(first, end): where this program's tiles begin and end in the schedule's ``order``
+    (tile_schedule's (order, starts))."""
+    first = gl.load(starts_ptr + gl.program_id(0))
+    return first, gl.load(starts_ptr + gl.program_id(0) + 1)
 
 
 @gluon.jit
 def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready,
-             k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-             PARTIAL: gl.constexpr):
-    """The producer warp: for each of the program's tiles, every consumer's q block (once it is
-    done with its last one), then the tile's key/value blocks into the ring, each slot once
-    every consumer has released it (k_empty, v_empty). ``it`` counts the key/value blocks this
-    program has loaded, so the ring's slots and phases run on across tiles."""
+             k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+             CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
+    """The producer warp: for each of the program's tiles, every consumer's q block into q
+    buffer ``count % Q_BUFFERS`` (once the tile Q_BUFFERS before is done with it: with two,
+    the next tile's q arrives while this one computes), then the tile's key/value blocks into
+    the ring, each slot once every consumer has released it (k_empty, v_empty). ``it`` counts
+    the key/value blocks this program has loaded, so the ring's slots and phases run on
+    across tiles."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    Q_BUFFERS: gl.constexpr = q_smem.shape[0] // CONSUMERS
     n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
+    first, end = _program_tiles(order_ptr, starts_ptr)
     it = 0
-    count = 0
-    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
+    for t in range(first, end):
+        count = t - first
+        tile = gl.load(order_ptr + t)
+        bh = tile // n_m
+        start_m = tile % n_m
         b = bh // H
         kv_row = (b * (H // GROUP) + (bh % H) // GROUP) * seq_k
         for w in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_empty.index(w), (count & 1) ^ 1)  # a new barrier passes phase 1
-            mbarrier.expect(q_ready.index(w), q_desc.block_type.nbytes)
+            qi = (count % Q_BUFFERS) * CONSUMERS + w
+            mbarrier.wait(q_empty.index(qi), ((count // Q_BUFFERS) & 1) ^ 1)  # a new one passes 1
+            mbarrier.expect(q_ready.index(qi), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(
                 q_desc, [bh * seq_q + start_m * BLOCK_M + w * CONSUMER_ROWS, 0],
-                q_ready.index(w), q_smem.index(w))
+                q_ready.index(qi), q_smem.index(qi))
         n_blocks = _key_blocks(start_m * BLOCK_M + seq_k - seq_q, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
                                PARTIAL)
         for j in range(n_blocks):
@@ -348,7 +367,6 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
             tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0],
                                             v_ready.index(slot), v_smem.index(slot))
             it += 1
-        count += 1
 
 
 @gluon.jit
@@ -358,11 +376,13 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
-    slot once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
+    buffer once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
     computed on whatever q rows the copy brought and not stored. ``shared``: what every
     consumer takes alike (hopper_flash_ws_kernel's tuple)."""
     (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
-     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale) = shared
+     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr, qk_scale) = shared
+    CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    Q_BUFFERS: gl.constexpr = q_smem.shape[0] // CONSUMERS
     ROWS: gl.constexpr = CONSUMER_ROWS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -372,14 +392,18 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    q_tile = q_smem.index(WG)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     shift = seq_k - seq_q
     n_m = _query_blocks(seq_q, BLOCK_M, PARTIAL)
+    first, end = _program_tiles(order_ptr, starts_ptr)
     it = 0
-    count = 0
-    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        start_m, bh = _tile(tile, n_m, CAUSAL)
+    for t in range(first, end):
+        count = t - first
+        tile = gl.load(order_ptr + t)
+        bh = tile // n_m
+        start_m = tile % n_m
+        qi = (count % Q_BUFFERS) * CONSUMERS + WG
+        q_tile = q_smem.index(qi)
         start = start_m * BLOCK_M + WG * ROWS
         n_blocks = _key_blocks(start_m * BLOCK_M + shift, seq_k, BLOCK_M, BLOCK_N, CAUSAL,
                                PARTIAL)
@@ -389,7 +413,7 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
-        mbarrier.wait(q_ready.index(WG), count & 1)
+        mbarrier.wait(q_ready.index(qi), (count // Q_BUFFERS) & 1)
         slot = it % STAGES
         mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
@@ -397,8 +421,8 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         s = warpgroup_mma_wait(0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
         if n_blocks == 1:
-            mbarrier.arrive(q_empty.index(WG), count=1)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, seq_k, qk_scale,
+            mbarrier.arrive(q_empty.index(qi), count=1)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, masked_from, q_pos, qk_scale,
                                            BLOCK_N, CAUSAL, s_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -412,9 +436,9 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
             acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=(s,))
             mbarrier.arrive(k_empty.index(slot), count=1)
-            if j == n_blocks - 1:  # the last scores are in: q's slot can take the next tile's
-                mbarrier.arrive(q_empty.index(WG), count=1)
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, seq_k, qk_scale,
+            if j == n_blocks - 1:  # the last scores are in: q's buffer can take a later tile's
+                mbarrier.arrive(q_empty.index(qi), count=1)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, j, masked_from, q_pos, qk_scale,
                                                BLOCK_N, CAUSAL, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -427,7 +451,6 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last), count=1)
         it += n_blocks
-        count += 1
 
         _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
                     lse_ptr + bh * seq_q, start, seq_q, stride_os, ROWS, HEAD_DIM, 4, o_layout,
@@ -437,33 +460,38 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
 @gluon.jit
 def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                            stride_ob, stride_oh, stride_os,
-                           H, GROUP, seq_q, seq_k, qk_scale, n_tiles,
+                           H, GROUP, seq_q, seq_k, qk_scale, order_ptr, starts_ptr,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr):
+                           STAGES: gl.constexpr, CAUSAL: gl.constexpr, PARTIAL: gl.constexpr,
+                           Q_BUFFERS: gl.constexpr):
     """hopper_flash_kernel's work split among warps as FlashAttention-3 splits it: a producer
-    warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or
-    three) of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from
-    L2 once for BLOCK_M queries while each warpgroup's softmax can run beside the others'
-    matmuls. Program i takes tiles i, i + grid, ... of the n_tiles = batch * H * cdiv(seq_q,
-    BLOCK_M) (one per program when the grid is that large; a persistent grid of one program per
-    SM lets the producer load the next tile's blocks while the consumers store the last one's
-    output). PARTIAL: seq_q is not a multiple of BLOCK_M (each head's last tile runs past it).
-    Other arguments as hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows;
-    launched with num_warps=4 (the first consumer) plus the other consumers' 4 warps each and
-    the producer's 1. Two consumers run with 240 registers a thread each, three with 160 (the
-    64K of an SM shared among 16 warps)."""
+    warp issues every TMA copy, and BLOCK_M // CONSUMER_ROWS consumer warpgroups (two or three)
+    of CONSUMER_ROWS rows each share the key/value ring, so a block of keys crosses from L2
+    once for BLOCK_M queries while each warpgroup's softmax can run beside the others' matmuls.
+    The tiles (tile bh * n_m + m: query block m of the n_m = cdiv(seq_q, BLOCK_M) of (batch,
+    head) bh) come from a host-made schedule (tile_schedule): program p takes order[
+    starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
+    balanced share of them, whose next q the producer loads while this tile computes where
+    there are Q_BUFFERS = 2 q buffers (q_buffers). PARTIAL: seq_q is not a multiple of BLOCK_M
+    (each head's last tile runs past it). Other arguments as hopper_flash_kernel's, q's
+    descriptor in blocks of CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer)
+    plus the other consumers' 4 warps each and the producer's 1. Two consumers run with 240
+    registers a thread each, three with 160 (the 64K of an SM shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [Q_BUFFERS * CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
+                                       q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
+                                        mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
+                                        mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(CONSUMERS):
+    for i in gl.static_range(Q_BUFFERS * CONSUMERS):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
@@ -472,7 +500,8 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.init(k_empty.index(i), count=CONSUMERS)  # every consumer releases each slot
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     shared = (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr,
-              lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, n_tiles, qk_scale)
+              lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr,
+              qk_scale)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     if CONSUMERS == 3:
         gl.warp_specialize([
@@ -480,7 +509,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
             (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
@@ -488,7 +517,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
             (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, n_tiles,
+                        v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 1], [240, 24])
 
@@ -516,10 +545,10 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 #: configurations the tuner races: (BLOCK_M, BLOCK_N, STAGES, SCHEDULE). SCHEDULE "one": one
 #: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "specialised": BLOCK_M //
 #: 64 consumer warpgroups of 64 rows each and a producer warp (hopper_flash_ws_kernel), a
-#: program a tile; "persistent": the same, one program per SM taking tile after tile. 128 x 128
-#: blocks on one warpgroup are left out: their scores and output overflow its registers
-#: (ptxas spills 0.4-2.2 KB a thread); three consumers (BLOCK_M 192) run at head size 64 only
-#: (hopper_prune)
+#: program a tile; "persistent": the same, one program per SM taking a balanced share of the
+#: tiles (tile_schedule.balanced) one after another. 128 x 128 blocks on one warpgroup are
+#: left out: their scores and output overflow its registers (ptxas spills 0.4-2.2 KB a
+#: thread); three consumers (BLOCK_M 192) run at head size 64 only (hopper_prune)
 HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
                   (64, 128, 2, "one"), (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"),
                   (128, 64, 3, "specialised"), (192, 128, 2, "specialised"),
@@ -542,8 +571,13 @@ HOPPER_SPACE = SearchSpace(
     small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]),
     prune=hopper_prune)
 
-#: what the tuner keys its results on: the source of both kernels
-HOPPER_KERNELS = KernelGroup("hopper_flash_forward", (hopper_flash_kernel, hopper_flash_ws_kernel))
+#: what decides how fast a configuration runs: both kernels and the host's schedules (what each
+#: program of a persistent grid takes)
+HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
+                  tile_schedule.balanced)
+
+#: what the tuner keys its results on: the source of HOPPER_SOURCES
+HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
 
 
 def rows_descriptor(t: torch.Tensor, rows: int):
@@ -569,12 +603,47 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (rows_descriptor(k, block_n), rows_descriptor(v, block_n))
-    if schedule == "one":
-        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, **options)
-        return
     programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
+    order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
+                                     block_n, causal, programs)
+    if schedule == "one":
+        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, order,
+                                        **options)
+        return
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
-                                        *args, n_tiles, PARTIAL=seq_q % block_m != 0, **options)
+                                        *args, order, starts, PARTIAL=seq_q % block_m != 0,
+                                        Q_BUFFERS=q_buffers(programs < n_tiles, block_m, block_n,
+                                                            stages, head_dim),
+                                        **options)
+
+
+#: the shared memory (bytes) q's and the ring's buffers may take for the warp-specialised
+#: kernel to double-buffer q; the compiler adds its scratch (17-20 KB at 128 x 128, ptxas
+#: says) and an H200 SM has 227 KB for one program
+Q_AND_RING_BYTES = 200 * 1024
+
+
+def q_buffers(persistent: bool, block_m: int, block_n: int, stages: int, head_dim: int) -> int:
+    """How many q buffers hopper_flash_ws_kernel gets: two on a persistent grid (the next
+    tile's q loads during this one) where they fit beside the ring (not 192 x 128 at head size
+    128), else one (a program with one tile has no next q)."""
+    two = 2 * (2 * block_m + 2 * stages * block_n) * head_dim
+    return 2 if persistent and two <= Q_AND_RING_BYTES else 1
+
+
+@functools.cache
+def tile_schedule_on(device, n_bh: int, n_m: int, seq_q: int, seq_k: int, block_m: int,
+                     block_n: int, causal: bool, programs: int):
+    """The kernels' schedule (order, starts) on ``device``: one tile a program when
+    there are as many programs as tiles, else tile_schedule.balanced. Made once per problem and
+    kept for the life of the process: a launch captured in a CUDA graph reads these tensors at
+    every replay, and the first launch (never inside a capture) is the one that makes them."""
+    blocks = tile_schedule.key_blocks(n_m, seq_q, seq_k, block_m, block_n, causal)
+    if programs == n_bh * n_m:
+        order, starts = tile_schedule.one_tile_a_program(n_bh, blocks, causal)
+    else:
+        order, starts = tile_schedule.balanced(n_bh, blocks, programs)
+    return order.to(device), starts.to(device)
 
 
 def tuned_hopper_config(q, k, v, o, lse, causal: bool, level: int = 1) -> Config:
@@ -607,9 +676,8 @@ def hopper_flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
 #: against 0.90x cuDNN at B8 H16 S2048, 0.98x against 0.94x at B4 H32 S4096, run f)
 FORWARD_PATHS = SearchSpace(default=Config(PATH="gluon"), small=(Config(PATH="flash.py"),))
 
-#: what the race between the two is keyed on: the source of every kernel in it
-FORWARD_KERNELS = KernelGroup("attention_forward",
-                              (hopper_flash_kernel, hopper_flash_ws_kernel, flash_forward_kernel))
+#: what the race between the two is keyed on: the source of every kernel in it and the schedules
+FORWARD_KERNELS = KernelGroup("attention_forward", (*HOPPER_SOURCES, flash_forward_kernel))
 
 
 def tuned_forward_launch(q, k, v, o, lse, causal: bool) -> tuple[str, Callable[[], None]]:
