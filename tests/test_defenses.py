@@ -113,6 +113,40 @@ def test_a_counted_run_that_zeroes_its_inputs_fails_the_traffic_check():
                                what="doubling", stores=16 * 4)
 
 
+def test_a_counted_run_that_copies_with_pytorch_stores_too_much_and_is_told_so():
+    """Round 13 of the red team built an unfolded im2col matrix with PyTorch's copies (allowed
+    under the shortcut guard) and ran a Triton GEMM on it: the count of the kernels' stores
+    alone matched the output. PyTorch's copies count now."""
+    def copy_first(x):
+        return _double(x.clone())
+
+    x = torch.randn(16)
+    with pytest.raises(AssertionError, match=r"stored 128 bytes \(64 of them by PyTorch "
+                                             r"operations outside your kernels"):
+        grading.assert_traffic(copy_first, (x,), lambda x: x * 2, torch.float32,
+                               what="doubling", stores=16 * 4)
+
+
+def test_the_grader_s_own_fills_and_copies_are_not_counted():
+    """The guard NaN-fills what the call allocates and copies its output: neither is the
+    call's traffic."""
+    grading.assert_traffic(_double, (torch.randn(16),), lambda x: x * 2, torch.float32,
+                           what="doubling", stores=16 * 4)
+
+
+@triton.jit
+def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2,
+             mask=offsets < n)
+
+
+def _double(x):
+    out = torch.empty_like(x)
+    _double_kernel[(1,)](x, out, x.numel(), BLOCK=16)
+    return out
+
+
 class _WritesTheAnswerWhenFreed:
     """Held by a candidate's output: freed with it, it writes the answer of the latest call
     into that call's output, as round 5 of the red team did with a generator's `finally`."""

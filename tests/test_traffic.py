@@ -139,3 +139,41 @@ def test_a_kernel_with_a_python_container_as_default_or_in_a_tuple_is_not_counte
     with pytest.raises(TypeError, match="a kernel argument is a Python list"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), ([],), 4,
                                                                BLOCK=4))
+
+
+def test_pytorch_copies_outside_the_kernels_count_and_views_do_not():
+    """A wrapper's clone, copy_ into a buffer, zeros and dtype conversion move memory as a kernel
+    does; allocation and views move nothing."""
+    x = torch.randn(100)
+
+    def wrapper(x):
+        buffer = torch.empty(200)                        # allocation: nothing
+        buffer[50:150].view(10, 10).copy_(x.view(10, 10).t())   # views: nothing; copy_ 400/400
+        torch.zeros(5)                                   # 20 written
+        x.to(torch.float16)                              # 400 read, 200 written
+        return triton_double(x.clone())                  # clone: 400 in, 400 out; kernel 400/400
+
+    counted = count_traffic(wrapper, x)
+    assert (counted.torch_loaded_bytes, counted.torch_stored_bytes) == (1200, 1020)
+    assert (counted.loaded_bytes, counted.stored_bytes) == (1600, 1420)
+
+
+def test_an_unfolded_matrix_built_with_pytorch_copies_is_charged_for():
+    """Round 13 of the red team: im2col written by `as_strided(...).reshape(...)` (a copy) and
+    then a Triton kernel over it; counting the kernels alone saw only the kernel's bytes."""
+    x = torch.randn(10, 10)
+    unfolded = (9 * 9) * 4                                # 3x3 windows of a 5x5 corner, 9 each
+
+    def im2col_then_kernel(x):
+        a = x.as_strided((9, 3, 3), (1, 10, 1)).reshape(9, 9)
+        return triton_double(a)
+
+    counted = count_traffic(im2col_then_kernel, x)
+    assert (counted.torch_loaded_bytes, counted.torch_stored_bytes) == (unfolded, unfolded)
+    assert counted.stored_bytes == 2 * unfolded
+
+
+def test_what_the_interpreter_copies_to_run_a_kernel_is_not_counted_as_pytorch_s():
+    x = torch.randn(3000)
+    counted = count_traffic(triton_double, x)
+    assert (counted.torch_loaded_bytes, counted.torch_stored_bytes) == (0, 0)

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from tilegym_edu import bench, device, figures, traffic
 from tilegym_edu.check import (Case, check, compare_output, explain, generator_on,
@@ -84,7 +84,8 @@ class _ShortcutGuard(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if (self.poison and name in _ALLOCATING_OPS and isinstance(out, torch.Tensor)
                 and out.is_floating_point()):
-            out.fill_(math.nan)
+            with _disable_current_modes():   # the grader's write: no other mode counts it
+                out.fill_(math.nan)
         return out
 
 
@@ -157,7 +158,8 @@ def guarded_copy(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[st
     try:
         with _ShortcutGuard(allow, True):
             out = fn(*args)
-            copied = _detached_copy(out)
+            with _disable_current_modes():   # the grader's copy: a traffic count leaves it out
+                copied = _detached_copy(out)
             del out
             return copied
     finally:
@@ -222,10 +224,12 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and returned what
     ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
     ``what`` names the case in every message; the hints follow the failure they explain. Shows
-    the counts (a figure for the grade table). The floating-point inputs are shuffled in place
-    first (same values, a new order each time), so no answer exists before the call. The
-    inputs must come back unchanged: the reference reads copies taken before the call (a red
-    team's kernel zeroed its inputs and stored zeros, which the reference then agreed with)."""
+    the counts (a figure for the grade table). What PyTorch's copies and fills in ``fn`` move
+    counts too (an im2col matrix built with them: round 13 of the red team). The
+    floating-point inputs are shuffled in place first (same values, a new order each time), so
+    no answer exists before the call. The inputs must come back unchanged: the reference reads
+    copies taken before the call (a red team's kernel zeroed its inputs and stored zeros, which
+    the reference then agreed with)."""
     # the floating-point inputs' elements in an order nobody knows in advance: the test cells
     # draw them from fixed seeds, and an answer computed beforehand from those (round 12 of
     # the red team: a copy kernel stored it) is wrong now
@@ -242,20 +246,29 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     figures.emit(figures.traffic(loaded, loads_at_most or 0, stored, stores),
                  shown=f"{what}: loaded {loaded:,} bytes{budget}, stored {stored:,} (the output "
                        f"holds {stores:,})")
-    if stored != stores:
-        raise AssertionError(f"{what}: stored {stored:,} bytes, but the output holds {stores:,}: "
-                             f"store each output element once and nothing else{store_hint}")
-    if loads_at_most is not None and loaded > loads_at_most:
-        raise AssertionError(f"{what}: loaded {loaded:,} bytes, over the budget of "
-                             f"{loads_at_most:,.0f}{load_hint}")
     changed = [i for i, (a, o) in enumerate(zip(args, originals))
                if o is not None and not torch.equal(a, o)]
     if changed:
         raise AssertionError(f"{what}: the counted run modified its input argument(s) {changed}: "
                              "a kernel may write only its output")
+    if stored != stores:
+        by_torch = _by_torch(counted.torch_stored_bytes)
+        raise AssertionError(f"{what}: stored {stored:,} bytes{by_torch}, but the output holds "
+                             f"{stores:,}: store each output element once and nothing else"
+                             f"{store_hint}")
+    if loads_at_most is not None and loaded > loads_at_most:
+        by_torch = _by_torch(counted.torch_loaded_bytes)
+        raise AssertionError(f"{what}: loaded {loaded:,} bytes{by_torch}, over the budget of "
+                             f"{loads_at_most:,.0f}{load_hint}")
     passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)
     if not passed:
         raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
+
+
+def _by_torch(nbytes: int) -> str:
+    """What a traffic message adds when PyTorch operations outside the kernels moved bytes."""
+    return (f" ({nbytes:,} of them by PyTorch operations outside your kernels: a copy, fill or "
+            "conversion in the wrapper moves memory too)") if nbytes else ""
 
 
 def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:

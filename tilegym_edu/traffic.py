@@ -13,6 +13,14 @@ and counts every kernel it launches. It works in both modes: on a GPU, kernels d
 GPU are run through the interpreter for the count, on the same tensors (the interpreter copies
 them to the host and back). Keep the inputs small: the interpreter costs milliseconds per
 program instance.
+
+What PyTorch does in the wrapper, outside the kernels, counts too: a ``.clone()``, a ``copy_``
+into a padded buffer, a ``torch.zeros`` or a dtype conversion reads and writes memory like a
+kernel does (``torch_loaded_bytes`` and ``torch_stored_bytes`` say how much of the totals it
+was). Allocating (``torch.empty``) and views (``view``, ``permute``, slicing) move nothing. A
+wrapper that built an unfolded im2col matrix with PyTorch's copies and then ran a Triton GEMM
+on it looked, to a count of the kernels alone, like a convolution that never wrote it (round 13
+of the grader's red team).
 """
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from triton.runtime import interpreter
 from triton.runtime.jit import JITFunction
 
@@ -29,12 +39,15 @@ from tilegym_edu import compat
 
 @dataclass(frozen=True)
 class Traffic:
-    """What kernels asked of global memory: bytes summed over all program instances."""
+    """What a function asked of global memory: bytes summed over all program instances of its
+    kernels, plus what its PyTorch operations outside the kernels read and wrote."""
 
     loaded_bytes: int
     stored_bytes: int
     programs: int        # program instances run
     launches: int        # kernel launches
+    torch_loaded_bytes: int = 0   # the part of loaded_bytes that PyTorch operations read
+    torch_stored_bytes: int = 0   # the part of stored_bytes that PyTorch operations wrote
 
     @property
     def total_bytes(self) -> int:
@@ -44,9 +57,73 @@ class Traffic:
 class _Counter:
     def __init__(self) -> None:
         self.loaded = self.stored = self.programs = self.launches = 0
+        self.torch_loaded = self.torch_stored = 0
+        self.in_kernel = 0   # >0 while the interpreter runs a kernel (its own copies are not
+        # the function's)
 
     def result(self) -> Traffic:
-        return Traffic(self.loaded, self.stored, self.programs, self.launches)
+        return Traffic(self.loaded + self.torch_loaded, self.stored + self.torch_stored,
+                       self.programs, self.launches, self.torch_loaded, self.torch_stored)
+
+
+#: ATen operations that move no tensor data although their schemas say they make or write a
+#: tensor: allocation, re-pointing a tensor at other memory, and `_unsafe_view` (the view that
+#: `reshape` returns after its copy, unannotated)
+_NO_DATA_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
+                          "new_empty_strided", "set_", "resize_", "record_stream",
+                          "_unsafe_view"})
+
+
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of the elements of a tensor, or of a list or tuple of them, as viewed (an expanded
+    tensor's repeated elements each count)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def torch_op_bytes(func, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
+    """(read, written) bytes of one ATen operation ``func(*args, **kwargs)`` that returned
+    ``out``: it writes its fresh (non-aliasing) outputs and the arguments its schema marks as
+    written, and reads its other tensor arguments (``torch.equal`` reads and writes nothing).
+    Views, allocations and re-pointing move nothing."""
+    schema = func._schema
+    if (func.overloadpacket.__name__ in _NO_DATA_OPS
+            or torch.Tag.inplace_view in func.tags):
+        return 0, 0
+    read = written = 0
+    for position, argument in enumerate(schema.arguments):
+        value = kwargs.get(argument.name, args[position] if position < len(args) else None)
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            written += _tensor_bytes(value)
+        else:
+            read += _tensor_bytes(value)
+    outs = (out,) if len(schema.returns) == 1 else tuple(out)
+    written += sum(_tensor_bytes(value) for ret, value in zip(schema.returns, outs)
+                   if ret.alias_info is None)
+    if not written and any(ret.alias_info is not None for ret in schema.returns):
+        return 0, 0   # a view
+    return read, written
+
+
+class _TorchTraffic(TorchDispatchMode):
+    """Adds what PyTorch operations outside the interpreter's kernels read and write to a
+    counter (torch_op_bytes)."""
+
+    def __init__(self, counter: _Counter):
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self.counter.in_kernel:
+            read, written = torch_op_bytes(func, args, kwargs, out)
+            self.counter.torch_loaded += read
+            self.counter.torch_stored += written
+        return out
 
 
 _MISSING = object()
@@ -99,14 +176,22 @@ def _counting(counter: _Counter) -> Iterator[None]:
             # default arguments too: round 11 of the red team)
             raise TypeError(f"a kernel argument is a Python {containers[0]}: pass tensors, "
                             "numbers and constexprs")
-        return run(self, *args, **kwargs)
+        counter.in_kernel += 1
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            counter.in_kernel -= 1
 
     # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.
     def interpreted_run(self, *args, **kwargs):
         return interpreter.InterpretedFunction(self.fn).run(*args, **kwargs)
 
     def interpreted_call(self, *args, **kwargs):
-        return interpreter.InterpretedFunction(self.fn)(*args, **kwargs)
+        counter.in_kernel += 1
+        try:
+            return interpreter.InterpretedFunction(self.fn)(*args, **kwargs)
+        finally:
+            counter.in_kernel -= 1
 
     # The interpreter patches triton.language while it runs and, for nested calls, does not
     # always undo it; harmless in interpreter mode, fatal to later GPU compiles. Remember the
@@ -152,12 +237,13 @@ def _containers(values: list[Any]) -> list[str]:
 
 def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:
     """Run ``fn(*args, **kwargs)`` with every Triton kernel it launches in the interpreter, and
-    return the bytes they loaded and stored.
+    return the bytes they loaded and stored, and what ``fn``'s PyTorch operations outside the
+    kernels read and wrote.
 
     Example: ``count_traffic(add, x, y).loaded_bytes == 2 * x.nbytes``.
     """
     compat.patch_interpreter()
     counter = _Counter()
-    with _counting(counter):
+    with _counting(counter), _TorchTraffic(counter):
         fn(*args, **kwargs)
     return counter.result()

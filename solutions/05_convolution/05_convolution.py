@@ -638,9 +638,10 @@ for options in [dict(padding=1), dict(stride=(2, 1), padding=(1, 0), dilation=(1
 # under. In the interpreter there is nothing to time, and `autotune` returns the default.
 #
 # **What version 1 and version 2 write.** `traffic.count_traffic` adds up the bytes of every
-# `tl.load` and `tl.store` a Triton kernel makes, in the interpreter. The direct kernel stores $y$
-# once and nothing else; im2col + GEMM writes $A$ (with PyTorch, so it is computed here rather than
-# counted) and then $y$:
+# `tl.load` and `tl.store` a Triton kernel makes, in the interpreter, and what PyTorch's operations
+# outside the kernels read and write (a pad, a copy, a matmul: `torch_stored_bytes` says how much of
+# the total was theirs). The direct kernel stores $y$ once and nothing else; im2col + GEMM, all
+# PyTorch, writes the padded input, then $A$, then $y$:
 
 # %% id="cell-27"
 print("level 0, the default:", CONV_SPACE.default)
@@ -652,9 +653,11 @@ x, w = layer_tensors(layer)
 P, Q = layer_output_size(layer)
 y_bytes, a_bytes = layer["N"] * layer["K"] * P * Q * 2, im2col(x, 3, 3, 1, 1).nbytes
 counted = traffic.count_traffic(direct_conv2d, x, w, 1, 1)
+unfolded = traffic.count_traffic(im2col_conv2d, x, w, 1, 1)
 print(f"\nN1 C16 8x8 K16 3x3, padding 1, fp16: x {x.nbytes:,} bytes, y {y_bytes:,}, A {a_bytes:,}")
 print(f"direct kernel: stored {counted.stored_bytes:,} bytes (y), loaded {counted.loaded_bytes:,}")
-print(f"im2col + GEMM: writes A ({a_bytes:,}) and reads it back, then writes y ({y_bytes:,})")
+print(f"im2col + GEMM: stored {unfolded.stored_bytes:,} bytes (padded x, A, y; "
+      f"{unfolded.torch_stored_bytes:,} by PyTorch), loaded {unfolded.loaded_bytes:,}")
 
 # %% [markdown] id="cell-28"
 # ## Exercise 2 (4 + 3 + 2 points, and 2 + 3 on a GPU): implicit-GEMM conv2d
@@ -836,7 +839,9 @@ grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, s
 # would be 9 times the input. The output of the counted run must be right, too. A message "stored
 # ... bytes, but the output holds ..." means your code writes something besides $y$ (an unfolded
 # matrix, partial sums) or writes some elements twice, e.g. rows past $M$ or columns past $K$ that
-# the store does not mask.
+# the store does not mask. What PyTorch writes in your wrapper counts as well (a `clone`, a
+# `copy_`, a conversion: the message says how many of the bytes were PyTorch's); `torch.empty`
+# and views write nothing.
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_never_materialises", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), and y is

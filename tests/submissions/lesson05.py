@@ -66,6 +66,14 @@ SUBMISSIONS = [
                {CONV: ("    launch(config)\n    return y\n",
                        "    launch(config)\n    launch(config)\n    return y\n")},
                loses=(TRAFFIC,), reason="stored 4,096 bytes, but the output holds 2,048"),
+    # The wrapper copies x with PyTorch before the kernel runs (as an im2col built with PyTorch's
+    # copies would, round 13 of the red team): the output is right, but the copy's bytes count as
+    # stored in the traffic check.
+    Submission("copies_x_first",
+               {CONV: (EMPTY_Y, "    x = x.clone(memory_format=torch.channels_last)\n" + EMPTY_Y)},
+               loses=(TRAFFIC,),
+               reason="stored 4,096 bytes (2,048 of them by PyTorch operations outside your "
+                      "kernels"),
     # The depthwise taps ignore dilation (always one pixel apart): right on every case but the
     # dilated one.
     Submission("depthwise_ignores_dilation",
