@@ -1620,31 +1620,45 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # consumers. Its third idea, making the two warpgroups take turns at the tensor cores (ping-pong,
 # with mbarriers), gained nothing here, not even at head size 64 causal, where the softmax weighs
 # most (run a: 617 against 631 TFLOP/s on this row, 309 against 311 on that one), and was dropped.
-# The
-# persistent grid is not always better: on the long causal row (B1 H16 S16384) it ran at 0.74x
+# The persistent grid is not always better: on the long causal row (B1 H16 S16384) it ran at 0.74x
 # cuDNN, where step 2, whose programs the GPU's own scheduler hands out, ran at 1.14x. So the
 # tuner races the steps' configurations per shape, and `attention_forward` uses the winner wherever
 # the kernels take the inputs (Hopper, head size 64 or 128, lengths multiples of 128). Tuned, and
-# timed against cuDNN in one process (`benchmarks/attention_shapes.py`, run 36b of 2026-12-04,
-# milliseconds; the path is what `attention_forward`'s race picked):
+# timed against cuDNN in one process (`benchmarks/attention_and_capstone.py`, run 49 of 2026-12-05,
+# milliseconds; the path is what `attention_forward`'s race picked; run 36b of 2026-12-04, before
+# step 4 below, beside it):
 #
-# | shape (float16) | reference | cuDNN | ratio | path |
-# | --- | --- | --- | --- | --- |
-# | B4 H32 S4096 D128 | 1.650 | 1.660 | 1.006x | Gluon |
-# | same, causal | 0.952 | 0.952 | 1.000x | Gluon |
-# | B4 H32 S4096 D64 | 1.084 | 1.140 | 1.052x | Gluon |
-# | B1 H16 S16384 D128 causal | 1.617 | 1.792 | 1.108x | Gluon |
-# | B16 H16 S1024 D128 | 0.2338 | 0.2328 | 0.996x | Gluon |
-# | B8 H16 S2048 D64 causal | 0.1952 | 0.1861 | 0.954x | flash.py |
+# | shape (float16) | reference | cuDNN | ratio | run 36b | path |
+# | --- | --- | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 | 1.692 | 1.678 | 0.992x | 1.006x | persistent |
+# | same, causal | 0.9436 | 0.947 | 1.004x | 1.000x | warp-specialised |
+# | B4 H32 S4096 D64 | 1.101 | 1.142 | 1.037x | 1.052x | persistent |
+# | B1 H16 S16384 D128 causal | 1.638 | 1.795 | 1.096x | 1.108x | warp-specialised |
+# | B16 H16 S1024 D128 | 0.2375 | 0.2327 | 0.980x | 0.996x | persistent |
+# | B8 H16 S2048 D64 causal | 0.1827 | 0.1866 | 1.021x | 0.954x (flash.py) | persistent |
 #
 # At head size 64 a score costs half the matmul work it costs at 128 but the same exponential, so
 # the softmax, which the tensor cores cannot take, weighs twice as much. A third consumer
 # warpgroup (192 query rows a program, each warpgroup's softmax beside two others' matmuls) took
-# the third row from 1.00x to 1.06x cuDNN (508 against 480 TFLOP/s, run g; 1.05x above). The last
-# row stayed behind: there flash.py beat every Gluon schedule (0.94x against 0.90-0.92x), so
-# `attention_forward` races the two and runs flash.py, 0.95x. The exercises stay in Triton: Gluon
-# kernels run only on the GPU they were written for, never in the interpreter, and a learner
-# without a Hopper GPU could not run them.
+# the third row from 1.00x to 1.06x cuDNN (508 against 480 TFLOP/s, run g). The last row stayed
+# behind through every Gluon schedule (0.90-0.92x; flash.py ran 0.94x), until step 4.
+#
+# **4. A schedule made on the host.** On a causal row the tiles differ: at S2048 a tile of 128
+# queries near the start reads 1 key block, one near the end 16. The persistent grid dealt program p
+# the tiles p, p+132, p+264 and so on, and the program with the most work had 1.19 times the mean
+# (1.72 times with 192-row tiles: counted, run 44). Now the host deals the tiles once per problem,
+# longest first, each to the program with the least work so far (LPT, "longest processing time
+# first", the classic rule for jobs on identical machines, in
+# `tilegym_edu/reference/tile_schedule.py`), and each program reads its list from a table: the
+# busiest then has 1.004 times the mean. With q double-buffered as well (the producer loads the next
+# tile's q while this one computes), the last row went from 0.954x to 1.021x cuDNN, and
+# grouped-query attention (B4 H32/KV8 S4096 D128 causal) from 1.003x to 1.086x. The non-causal rows
+# at head size 128 lost 1.5-2.5% meanwhile: their tiles are all alike, so their schedule did not
+# change, and the second q buffer's shared memory is the likeliest cost (not yet measured apart).
+# They stay at 0.99x and 0.98x cuDNN.
+#
+# The exercises stay in Triton: Gluon kernels run only on the GPU they were written for, never in
+# the interpreter, and a learner without a Hopper GPU could not run them.
 #
 # ### The backward, in Gluon too
 #

@@ -21,10 +21,11 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
   left the slowest program 1.19x the mean work at B8 H16 S2048), the next tile's q loaded
   while this one computes.
 
-On an H200 (2026-12-03, docs/results/h200.md) the tuned forward ran at 1.00x cuDNN on issue 18's
-rows at head sizes 64 and 128 but one, 1.10x at 16k causal; three consumer warpgroups took head
-size 64 from 1.00x to 1.05-1.06x. The one row short, B8 H16 S2048 D64 causal, runs flash.py,
-which attention_forward races against these kernels and which won there (0.95x against 0.90-0.92x).
+On an H200 (2026-12-05, run 49 in docs/results/h200.md) the tuned forward ran at 0.98-1.10x
+cuDNN on issue 18's six rows: 1.10x at 16k causal, 1.04x at head size 64 (three consumer
+warpgroups), 1.02x at B8 H16 S2048 D64 causal (the balanced persistent grid: 0.95x before, on
+flash.py), 1.00x at head size 128 causal, and 0.99x and 0.98x on the two non-causal rows at head
+size 128 (1.01x and 1.00x before q was double-buffered, which is the likeliest cost there).
 
 Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
 head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
