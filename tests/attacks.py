@@ -160,6 +160,12 @@ ATTACKS = [
     Attack(5, "os_through_a_course_module", "check.torch.serialization.save([1], 'x')",
            "attribute"),
     Attack(5, "dunder_import", "__import__('os').system('true')", "name"),
+    # round 14: a benchmark report writes results.html (and a CSV of the learner's strings)
+    # wherever save_path says
+    Attack(5, "perf_report_writes", "import triton.testing\n"
+                                    "triton.testing.perf_report(None)(print).run(save_path='x')",
+           "attribute"),
+    Attack(5, "perf_report_imported", "from triton.testing import perf_report", "import"),
     Attack(5, "eval", "eval(\"__import__('os')\")", "name"),
     Attack(5, "exec", "exec('x = 1')", "name"),
     Attack(5, "string_annotation", "import typing\n"

@@ -120,6 +120,20 @@ def test_grade_report_table_and_json():
     assert data["exercises"][1]["status"] == "needs GPU"
 
 
+def test_the_table_shows_learner_strings_with_their_control_characters_escaped():
+    """Round 14 of the red team: a grade_id with a carriage return and terminal escapes, quoted
+    in a note, redrew the table as "total: 8/8" over a 0/2 grading."""
+    forged = "\r\x1b[2A\x1b[Jtest_bytes 2/2 passed\ntotal: 8/8"
+    report = grade_report.GradeReport("00_getting_started", "learner", [
+        grade_report.ExerciseResult("nb", "test_bytes", 0, 2, "failed", "AssertionError: \x1b[8m")],
+        [], notes=[f"cell `{forged}` is not part of the lesson"])
+    table = report.format_table()
+    assert "\x1b" not in table and "\r" not in table
+    assert table.splitlines()[-1] == ("note: cell `\\r\\x1b[2A\\x1b[Jtest_bytes 2/2 passed\\n"
+                                      "total: 8/8` is not part of the lesson")
+    assert "total: 0/2" in table and "AssertionError: \\x1b[8m" in table
+
+
 @pytest.mark.slow
 def test_cli_grade_json_for_the_learner_notebook(course_copy, monkeypatch, capsys):
     monkeypatch.setenv("TILEGYM_COURSE_ROOT", str(course_copy))

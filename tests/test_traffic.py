@@ -7,13 +7,14 @@ from triton.runtime.jit import JITFunction
 from tests.kernels import double_kernel, triton_double
 from tilegym_edu import compat
 from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
-from tilegym_edu.traffic import Traffic, count_traffic
+from tilegym_edu.traffic import LaunchTraffic, Traffic, count_traffic
 
 
 def test_an_elementwise_kernel_loads_and_stores_each_element_once():
     x = torch.randn(3000)
     traffic = count_traffic(triton_double, x)
-    assert traffic == Traffic(loaded_bytes=3000 * 4, stored_bytes=3000 * 4, programs=3, launches=1)
+    assert traffic == Traffic(loaded_bytes=3000 * 4, stored_bytes=3000 * 4, programs=3, launches=1,
+                              per_launch=traffic.per_launch)
     assert traffic.total_bytes == 2 * 3000 * 4
 
 
@@ -177,3 +178,13 @@ def test_what_the_interpreter_copies_to_run_a_kernel_is_not_counted_as_pytorch_s
     x = torch.randn(3000)
     counted = count_traffic(triton_double, x)
     assert (counted.torch_loaded_bytes, counted.torch_stored_bytes) == (0, 0)
+
+
+def test_each_launch_is_counted_apart_with_its_busiest_program():
+    x = torch.randn(3000)
+    counted = count_traffic(lambda: triton_double(triton_double(x[:100])))
+    assert counted.per_launch == (
+        LaunchTraffic("double_kernel", 1, 400, 400, 400),
+        LaunchTraffic("double_kernel", 1, 400, 400, 400))
+    one = count_traffic(triton_double, x).per_launch
+    assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4),)

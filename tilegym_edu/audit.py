@@ -164,6 +164,9 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "triton.knobs", "triton.runtime", "triton.compiler", "triton.backends",
     # Triton's compiler and its asynchronous mode, re-exported at the top
     "triton.compile", "triton.AsyncCompileMode", "triton.FutureKernel",
+    # benchmark reports that write files where they are told (round 14 of the red team wrote
+    # results.html outside the grading; graded code times with do_bench or tilegym_edu.bench)
+    "triton.testing.perf_report", "triton.testing.Benchmark", "triton.testing.Mark",
     # the course's reference kernels and its grading machinery
     "tilegym_edu.reference", "tilegym_edu.grading", "tilegym_edu.course",
     "tilegym_edu.build", "tilegym_edu.autograde", "tilegym_edu.grade_report",
@@ -173,7 +176,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.submission", "tilegym_edu.stock", "tilegym_edu.executor", "tilegym_edu.cli",
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
-    "tilegym_edu.write_guard", "tilegym_edu.api_names",
+    "tilegym_edu.write_guard", "tilegym_edu.api_names", "tilegym_edu.handed_in",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)

@@ -19,7 +19,7 @@ from typing import Sequence
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from tilegym_edu import sandbox, submission
+from tilegym_edu import handed_in, sandbox, submission
 from tilegym_edu.build import release
 from tilegym_edu.course import (EXCHANGE_RECEIPTS, CourseError, course_root, gradebook_url,
                                 nbgrader_api, require_lesson, require_success)
@@ -30,8 +30,9 @@ STUDENT = "learner"
 
 
 def _read_notebook(path: Path) -> nbformat.NotebookNode:
+    text = handed_in.read_bytes(path).decode("utf-8", errors="replace")
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # nbformat raises several unrelated types for broken files
         raise CourseError(f"{path} is not a valid notebook ({type(exc).__name__}: "
@@ -80,8 +81,9 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
     root = root or course_root()
     require_lesson(lesson, root)
     source = Path(submission_folder) if submission_folder else root / "notebooks" / lesson
-    handed_in = sorted(source.glob("*.ipynb"))
-    if not handed_in:
+    handed_in.require_not_linked(source)
+    notebooks_in = sorted(source.glob("*.ipynb"))
+    if not notebooks_in:
         raise CourseError(f"no notebooks to grade in {source}")
     released = release(lesson, root)
     lesson_notebooks = {p.stem: nbformat.read(p, as_version=4)
@@ -97,11 +99,11 @@ def grade(lesson: str, submission_folder: Path | None = None, root: Path | None 
                             if set(exercises) & set(submission.graded_ids(nb))}
     names = {f"{name}.ipynb" for name in lesson_notebooks}
     notes = [f"{path.name} is not part of lesson {lesson}: ignored"
-             for path in handed_in if path.name not in names and not exercises]
-    submitted_notebooks = {path.name: _read_notebook(path) for path in handed_in
+             for path in notebooks_in if path.name not in names and not exercises]
+    submitted_notebooks = {path.name: _read_notebook(path) for path in notebooks_in
                            if path.name in names}
-    receipts = {name: (source / name).read_bytes() for name in EXCHANGE_RECEIPTS
-                if (source / name).is_file()}
+    receipts = {name: content for name in EXCHANGE_RECEIPTS
+                if (content := handed_in.read_if_present(source / name)) is not None}
     _forget_submission(root, lesson, student)
     submitted = root / ".grading" / "submitted" / student / lesson
     shutil.rmtree(submitted, ignore_errors=True)

@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tilegym_edu import course
+from tilegym_edu import course, handed_in
 
 
 def submission_hashes(lesson: str, folder: Path, named: list[str],
@@ -19,10 +19,14 @@ def submission_hashes(lesson: str, folder: Path, named: list[str],
     lesson_hash = _files_hash(sorted((root / "solutions" / lesson).glob("*.ipynb")))
     hashes = {}
     for student in named:
-        handed_in = course.submission_folder(folder, student, lesson)
-        receipts = [handed_in / name for name in course.EXCHANGE_RECEIPTS
-                    if (handed_in / name).is_file()]
-        hashes[student] = _files_hash(sorted(handed_in.glob("*.ipynb")) + receipts, lesson_hash)
+        submitted = course.submission_folder(folder, student, lesson)
+        receipts = [submitted / name for name in course.EXCHANGE_RECEIPTS
+                    if (submitted / name).exists() or (submitted / name).is_symlink()]
+        try:
+            hashes[student] = _files_hash(sorted(submitted.glob("*.ipynb")) + receipts,
+                                          lesson_hash)
+        except course.CourseError as exc:   # graded anyway: the grading says what is wrong
+            hashes[student] = f"unreadable: {exc}"
     return hashes
 
 
@@ -30,7 +34,7 @@ def _files_hash(paths: list[Path], salt: str = "") -> str:
     """SHA-256 (hex) of the files' names and contents, after ``salt``."""
     digest = hashlib.sha256(salt.encode())
     for path in paths:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(path.name.encode() + b"\0" + handed_in.read_bytes(path) + b"\0")
     return digest.hexdigest()
 
 

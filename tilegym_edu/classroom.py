@@ -133,6 +133,9 @@ def grade_class(lesson: str, folder: Path, root: Path | None = None, sandboxed: 
     results = {student: ClassResult(student, error="the folder name is not a student id "
                                     "(letters, digits, '_', '-' and '.' only): rename it")
                for student in named if not STUDENT_ID.match(student)}
+    results |= {student: ClassResult(student, error=f"{folder / student} is a symbolic link: "
+                                     "each student's folder must hold their own notebooks")
+                for student in named if (folder / student).is_symlink()}
     hashes = class_state.submission_hashes(lesson, folder,
                                            [s for s in named if s not in results], root)
     results.update({} if force else _unchanged(state, hashes))
@@ -170,7 +173,8 @@ def _unchanged(state: dict[str, dict], hashes: dict[str, str]) -> dict[str, Clas
 def _progress_line(lesson: str, result: ClassResult) -> str:
     """``student lesson points/max in S s``, or the error that stopped the grading."""
     if result.report is None:
-        return f"{result.student} {lesson} not graded: {result.error} ({result.seconds:.0f} s)"
+        return (f"{result.student} {lesson} not graded: {grade_report.printable(result.error)} "
+                f"({result.seconds:.0f} s)")
     return (f"{result.student} {lesson} {result.report.points:g}/{result.report.max_points:g} "
             f"in {result.seconds:.0f} s")
 

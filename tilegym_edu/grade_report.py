@@ -73,15 +73,15 @@ class GradeReport:
 
     def format_table(self) -> str:
         header = ("exercise", "points", "status", "measured", "reason")
-        rows = [(e.exercise, f"{e.points:g}/{e.max_points:g}", e.status, e.figure, e.reason)
-                for e in self.exercises]
+        rows = [(printable(e.exercise), f"{e.points:g}/{e.max_points:g}", e.status,
+                 printable(e.figure), printable(e.reason)) for e in self.exercises]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
         lines = [f"{self.lesson} (graded as '{self.student}')"]
         for row in [header, *rows]:
             lines.append(("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  "
                           + row[4]).rstrip())
         lines.append(f"total: {self.points:g}/{self.max_points:g} ({self.seconds:.0f} s)")
-        lines += [f"note: {note}" for note in self.notes]
+        lines += [f"note: {printable(note)}" for note in self.notes]
         lines += [f"feedback: {path}" for path in self.feedback]
         return "\n".join(lines)
 
@@ -94,6 +94,17 @@ class GradeReport:
             lines.append(f"  {c.seconds:7.1f} s  {c.cell}")
         return "\n".join(lines)
 
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, every control character (a terminal's escape codes, carriage
+    returns, newlines) written out as an escape: strings a learner can choose (a cell's
+    grade_id, an error's message) cannot redraw the table an instructor reads (round 14 of the
+    red team printed a fake "total: 8/8" over a 0/2 grading)."""
+    return _CONTROL_CHARACTERS.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 def report_json(report: GradeReport) -> str:

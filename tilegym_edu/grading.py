@@ -218,14 +218,14 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
 def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
                    reference: Callable[..., torch.Tensor], dtype: torch.dtype, *,
                    what: str, stores: int, loads_at_most: float | None = None,
-                   store_hint: str = "", load_hint: str = "") -> None:
-    """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's
-    interpreter, on any machine: tilegym_edu.traffic) and fail unless it stored exactly
-    ``stores`` bytes, loaded at most ``loads_at_most`` (when given), and returned what
-    ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
-    ``what`` names the case in every message; the hints follow the failure they explain. Shows
-    the counts (a figure for the grade table). What PyTorch's copies and fills in ``fn`` move
-    counts too (an im2col matrix built with them: round 13 of the red team). The
+                   store_hint: str = "", load_hint: str = "") -> traffic.Traffic:
+    """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's interpreter,
+    on any machine: tilegym_edu.traffic) and fail unless it stored exactly ``stores`` bytes,
+    loaded at most ``loads_at_most`` (when given), and returned what ``reference`` returns (a
+    kernel that stores the right number of wrong bytes fails too). ``what`` names the case in
+    every message; the hints follow the failure they explain. Shows the counts (a figure for the
+    grade table) and returns them, launch by launch too. What PyTorch's copies and fills in
+    ``fn`` move counts too (an im2col matrix built with them: round 13 of the red team). The
     floating-point inputs are shuffled in place first (same values, a new order each time), so
     no answer exists before the call. The inputs must come back unchanged: the reference reads
     copies taken before the call (a red team's kernel zeroed its inputs and stored zeros, which
@@ -263,6 +263,7 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)
     if not passed:
         raise AssertionError(f"{what}: the counted run's output is wrong: {message}")
+    return counted
 
 
 def _by_torch(nbytes: int) -> str:

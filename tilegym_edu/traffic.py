@@ -38,6 +38,19 @@ from tilegym_edu import compat
 
 
 @dataclass(frozen=True)
+class LaunchTraffic:
+    """One kernel launch's share of a count: what its programs loaded and stored, and the most
+    that any one of its programs loaded (a program that walks all of K where it should walk one
+    range shows there)."""
+
+    kernel: str
+    programs: int
+    loaded_bytes: int
+    stored_bytes: int
+    busiest_program_loaded_bytes: int
+
+
+@dataclass(frozen=True)
 class Traffic:
     """What a function asked of global memory: bytes summed over all program instances of its
     kernels, plus what its PyTorch operations outside the kernels read and wrote."""
@@ -48,6 +61,7 @@ class Traffic:
     launches: int        # kernel launches
     torch_loaded_bytes: int = 0   # the part of loaded_bytes that PyTorch operations read
     torch_stored_bytes: int = 0   # the part of stored_bytes that PyTorch operations wrote
+    per_launch: tuple[LaunchTraffic, ...] = ()   # the kernels' part, launch by launch
 
     @property
     def total_bytes(self) -> int:
@@ -60,10 +74,31 @@ class _Counter:
         self.torch_loaded = self.torch_stored = 0
         self.in_kernel = 0   # >0 while the interpreter runs a kernel (its own copies are not
         # the function's)
+        self.per_launch: list[list] = []   # [kernel, programs, loaded, stored, busiest]
+        self.program_loaded = 0            # what the running program has loaded so far
+
+    def load(self, nbytes: int) -> None:
+        self.loaded += nbytes
+        self.program_loaded += nbytes
+        if self.per_launch:
+            self.per_launch[-1][2] += nbytes
+
+    def store(self, nbytes: int) -> None:
+        self.stored += nbytes
+        if self.per_launch:
+            self.per_launch[-1][3] += nbytes
+
+    def end_program(self) -> None:
+        """The running program is done (or there was none yet): keep its loads if they are the
+        launch's largest so far."""
+        if self.per_launch:
+            self.per_launch[-1][4] = max(self.per_launch[-1][4], self.program_loaded)
+        self.program_loaded = 0
 
     def result(self) -> Traffic:
         return Traffic(self.loaded + self.torch_loaded, self.stored + self.torch_stored,
-                       self.programs, self.launches, self.torch_loaded, self.torch_stored)
+                       self.programs, self.launches, self.torch_loaded, self.torch_stored,
+                       tuple(LaunchTraffic(*launch) for launch in self.per_launch))
 
 
 #: ATen operations that move no tensor data although their schemas say they make or write a
@@ -142,29 +177,31 @@ def _counting(counter: _Counter) -> Iterator[None]:
     jit_run, jit_call = JITFunction.run, JITFunction.__call__
 
     def counted_load(self, ptrs, mask, *rest, **kwargs):
-        counter.loaded += int(np.count_nonzero(mask.data)) * _element_bytes(ptrs)
+        counter.load(int(np.count_nonzero(mask.data)) * _element_bytes(ptrs))
         return load(self, ptrs, mask, *rest, **kwargs)
 
     def counted_store(self, ptrs, value, mask, *rest, **kwargs):
-        counter.stored += int(np.count_nonzero(mask.data)) * _element_bytes(ptrs)
+        counter.store(int(np.count_nonzero(mask.data)) * _element_bytes(ptrs))
         return store(self, ptrs, value, mask, *rest, **kwargs)
 
     # an atomic reads and writes each element it touches (tl.atomic_add(p, 0) is a load: round 7
     # of the red team read a matmul's inputs so, uncounted)
     def counted_atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs):
         moved = int(np.count_nonzero(mask.data)) * _element_bytes(ptr)
-        counter.loaded += moved
-        counter.stored += moved
+        counter.load(moved)
+        counter.store(moved)
         return atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs)
 
     def counted_atomic_cas(self, ptr, *rest, **kwargs):
         moved = int(np.size(ptr.data)) * _element_bytes(ptr)
-        counter.loaded += moved
-        counter.stored += moved
+        counter.load(moved)
+        counter.store(moved)
         return atomic_cas(self, ptr, *rest, **kwargs)
 
     def counted_program(self, *args, **kwargs):
+        counter.end_program()
         counter.programs += 1
+        counter.per_launch[-1][1] += 1
         return set_grid_idx(self, *args, **kwargs)
 
     def counted_run(self, *args, **kwargs):
@@ -177,9 +214,12 @@ def _counting(counter: _Counter) -> Iterator[None]:
             raise TypeError(f"a kernel argument is a Python {containers[0]}: pass tensors, "
                             "numbers and constexprs")
         counter.in_kernel += 1
+        counter.end_program()
+        counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0])
         try:
             return run(self, *args, **kwargs)
         finally:
+            counter.end_program()
             counter.in_kernel -= 1
 
     # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.

@@ -1173,9 +1173,11 @@ grading.assert_speedup(persistent_matmul, torch.matmul, input_sets, matmul_refer
 # Exercise 5a checks odd shapes (edges that are not multiples of a block, ranges ending inside a
 # `BLOCK_K` step, more splits than $K$ has steps, a transposed `b`) in fp16 and fp32, and that two
 # calls give the same bits. Exercise 5b counts the bytes it stores in the interpreter: exactly the
-# partials of every range and the output once. On a GPU, Exercise 5c times the 256 x 256 x 524288
-# product with `SPLIT_K` = 32 (4 tiles x 32 ranges: 128 programs for the H200's 132 SMs) against
-# cuBLAS, and the cell after it sweeps `SPLIT_K` from 1 to 128.
+# partials of every range and the output once; and launch by launch, that each program of the first
+# kernel loads one range of `a` and `b`, and that the second reads each partial once. On a GPU,
+# Exercise 5c times the 256 x 256 x 524288 product with `SPLIT_K` = 32 (4 tiles x 32 ranges: 128
+# programs for the H200's 132 SMs) against cuBLAS, and the cell after it sweeps `SPLIT_K` from 1 to
+# 128.
 
 # %% id="cell-52" nbgrader={"grade": false, "grade_id": "split_k_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/split_k.py split_k_matmul_kernel solution
@@ -1246,12 +1248,38 @@ a, b, config = make_split_k_inputs({"M": M, "N": N, "K": K, "dtype": torch.float
                                    torch.Generator().manual_seed(0))
 # the ranges by the reference's k_per_split, not by yours (returning K would ask for one range)
 from tilegym_edu.reference import split_k as split_k_rule  # noqa: E402
-splits = triton.cdiv(K, split_k_rule.k_per_split(K, 5, config["BLOCK_K"]))
-grading.assert_traffic(split_k_matmul, (a, b, config), matmul_reference, torch.float16,
-                       what=f"{M} x {N} x {K} in {splits} ranges",
-                       stores=splits * M * N * 4 + M * N * a.element_size(),
-                       store_hint=f": {splits} float32 partials of {M} x {N} (one per range) "
-                                  "and the output once")
+length = split_k_rule.k_per_split(K, 5, config["BLOCK_K"])
+splits, e = triton.cdiv(K, length), a.element_size()
+partial_bytes = splits * M * N * 4
+counted = grading.assert_traffic(
+    split_k_matmul, (a, b, config), matmul_reference, torch.float16,
+    what=f"{M} x {N} x {K} in {splits} ranges", stores=partial_bytes + M * N * e,
+    store_hint=f": {splits} float32 partials of {M} x {N} (one per range) and the output once")
+# launch by launch (round 14 of the red team stored the right bytes with one plain matmul and
+# partials of zeros): the launch that stores the partials loads each tile's rows of a and columns
+# of b in every range, at most one range a program; the one that stores the output reads each
+# partial once
+bm, bn = config["BLOCK_M"], config["BLOCK_N"]
+one_range = e * (bm + bn) * length
+fewest = e * (M * K * triton.cdiv(N, bn) + K * N * triton.cdiv(M, bm))   # edges masked
+most = e * triton.cdiv(M, bm) * triton.cdiv(N, bn) * (bm + bn) * K         # whole blocks
+by_stores = {launch.stored_bytes: launch for launch in counted.per_launch}
+partials, output = by_stores.get(partial_bytes), by_stores.get(M * N * e)
+assert partials is not None and output is not None, (
+    f"no launch stored all {splits} partials ({partial_bytes:,} bytes) and another the output "
+    f"({M * N * e:,}): the launches stored "
+    f"{[launch.stored_bytes for launch in counted.per_launch]}; split_k_matmul_kernel stores "
+    "every range's partial, split_k_reduce_kernel the output")
+assert partials.busiest_program_loaded_bytes <= one_range, (
+    f"a program of {partials.kernel} loaded {partials.busiest_program_loaded_bytes:,} bytes, "
+    f"more than one range of a and b holds (({bm} + {bn}) x {length} x {e} = {one_range:,}): "
+    "each program walks its own range of K, not all of it")
+assert fewest <= partials.loaded_bytes <= most, (
+    f"{partials.kernel} loaded {partials.loaded_bytes:,} bytes, where reading each tile's rows "
+    f"of a and columns of b in every range once takes {fewest:,} to {most:,}")
+assert output.loaded_bytes == partial_bytes, (
+    f"{output.kernel} loaded {output.loaded_bytes:,} bytes: adding the partials reads each of "
+    f"them once, {partial_bytes:,}")
 
 # %% id="cell-57" nbgrader={"grade": true, "grade_id": "test_split_k_vs_cublas", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 5c: split-K against cuBLAS at 256 x 256 x 524288, fp16, SPLIT_K = 32 (GPU only).

@@ -465,36 +465,38 @@ class StreamedBlocks:
     i + 2 while block i is still referenced. With ``held`` (a grading.HeldMemory the caller
     runs under), asking for a block fails too while the caller holds more than four blocks'
     worth of tensors (a copy of every block is not streaming). handed_out counts the blocks
-    given."""
+    given. x itself is kept where the code given the stream cannot reach it: in the private
+    generator (round 14 of the red team read a public `blocks.x` and took the statistics of
+    the whole matrix at once)."""
 
     def __init__(self, x, block_cols, held=None):
-        self.x, self.block_cols, self.held = x, block_cols, held
         self.handed_out, self.passes = 0, 0
+        self._blocks = self._stream(x, block_cols, held)
 
     def __iter__(self):
         self.passes += 1
         if self.passes > 1:
             raise AssertionError("the blocks were iterated a second time: softmax_stats must "
                                  "make one pass over them")
-        return self._stream()
+        return self._blocks
 
-    def _stream(self):
+    def _stream(self, x, block_cols, held):
         given = []   # weak references: they do not keep blocks alive
-        for start in range(0, self.x.shape[1], self.block_cols):
+        for start in range(0, x.shape[1], block_cols):
             for i, ref in enumerate(given[:-1]):
                 if ref() is not None:
                     raise AssertionError(f"block {i} was still referenced when block "
                                          f"{len(given)} was requested: keep running statistics, "
                                          "not the blocks")
-            if self.held is not None:
-                rows, item = self.x.shape[0], self.x.element_size()
-                budget = 4 * rows * self.block_cols * item + 16 * rows * item
-                if self.held.held_bytes() > budget:
-                    raise AssertionError(f"{self.held.held_bytes():,} bytes of tensors were held "
+            if held is not None:
+                rows, item = x.shape[0], x.element_size()
+                budget = 4 * rows * block_cols * item + 16 * rows * item
+                if held.held_bytes() > budget:
+                    raise AssertionError(f"{held.held_bytes():,} bytes of tensors were held "
                                          f"when block {len(given)} was requested, more than "
                                          f"four blocks' worth ({budget:,}): keep running "
                                          "statistics, not the blocks or copies of them")
-            block = self.x[:, start:start + self.block_cols].clone()
+            block = x[:, start:start + block_cols].clone()
             given.append(weakref.ref(block))
             self.handed_out += 1
             yield block

@@ -22,6 +22,23 @@ SPLIT_K_IGNORED = Submission(
                'length = k_per_split(K, 1, options["BLOCK_K"])')},
     loses=(SPLIT_STORES,), reason="stored")
 
+# Split 0 walks all of K and the other splits store partials of zeros (round 14 of the red
+# team): the right product and the right number of bytes stored, but one program loads far more
+# than one range of a and b, which the store check's count by launch shows.
+SPLIT_K_ALL_IN_SPLIT_0 = Submission(
+    "split_k_all_in_split_0",
+    {SPLIT_K: ("    k_len = tl.minimum(K - k_start, K_PER_SPLIT)\n",
+               "    k_start = 0\n    k_len = tl.where(split == 0, K, 0)\n")},
+    loses=(SPLIT_STORES,), reason="each program walks its own range of K")
+# One launch walks all of K into the first partial and PyTorch zeroes the others: as many bytes
+# stored as split-K stores (PyTorch's count too), but no launch stored the partials.
+SPLIT_K_ZEROED_BY_TORCH = Submission(
+    "split_k_zeroed_by_torch",
+    {SPLIT_K: ("    split_k_matmul_kernel[(tiles, splits)](a, b, partial, M, N, K, length, ",
+               "    partial[1:].zero_()\n"
+               "    split_k_matmul_kernel[(tiles, 1)](a, b, partial, M, N, K, K, ")},
+    loses=(SPLIT_STORES,), reason="no launch stored all 5 partials")
+
 # Every configuration of the search space with num_stages=1: correct everywhere, and on a GPU
 # (where autotune really picks from the space) as slow as the unpipelined baseline.
 NUM_STAGES_FORCED_TO_1 = Submission(
@@ -88,6 +105,8 @@ SUBMISSIONS = [
                loses=(SPLIT_CORRECT, SPLIT_STORES),
                details={SPLIT_CORRECT: ("checks failed",), SPLIT_STORES: ("output is wrong",)}),
     SPLIT_K_IGNORED,
+    SPLIT_K_ALL_IN_SPLIT_0,
+    SPLIT_K_ZEROED_BY_TORCH,
 ]
 
 #: graded on a GPU (tests/gpu/test_lessons_gpu.py): there the first two, right everywhere and

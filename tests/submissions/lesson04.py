@@ -41,6 +41,17 @@ SUBMISSIONS = [
                         "    return m, torch.exp(x - m[:, None]).sum(dim=1)\n"
                         "    for block in blocks:\n")},
                loses=("test_softmax_stats",), reason="more than four blocks' worth"),
+    # Not streaming: every block asked for and dropped, then the whole matrix read from the
+    # stream object (round 14 of the red team read a public `blocks.x`; the stream keeps its
+    # matrix out of reach now, and its private parts are refused to learner code).
+    Submission("stats_from_the_stream_s_matrix",
+               {STATS: ("    m = ell = None\n    for block in blocks:\n",
+                        "    for block in blocks:\n        pass\n"
+                        "    x = blocks.x\n"
+                        "    m = x.amax(dim=1)\n"
+                        "    return m, torch.exp(x - m[:, None]).sum(dim=1)\n"
+                        "    m = ell = None\n    for block in blocks:\n")},
+               loses=("test_softmax_stats",), reason="reading `x` of StreamedBlocks"),
     # A plain exp2 of the scores, no running maximum subtracted (and so nothing to rescale):
     # correct for scores of order 1, inf / inf = NaN for the graded scores of ~1e3. The traffic
     # check runs at ordinary scale and still passes.
