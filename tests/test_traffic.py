@@ -188,3 +188,16 @@ def test_each_launch_is_counted_apart_with_its_busiest_program():
         LaunchTraffic("double_kernel", 1, 400, 400, 400))
     one = count_traffic(triton_double, x).per_launch
     assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4),)
+
+
+def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
+    """The interpreter calls a tensor-like argument's methods (data_ptr, ...) while it runs the
+    kernel, where PyTorch's operations are not counted: an object of a class a notebook cell
+    defined (module __main__) is refused."""
+    import pytest
+    notebook_class = type("LooksLikeATensor", (), {"__module__": "__main__",
+                                                   "data_ptr": lambda self: 0})
+    with pytest.raises(TypeError, match="an object of LooksLikeATensor, a class of the "
+                                        "notebook's"):
+        count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), notebook_class(),
+                                                               4, BLOCK=4))

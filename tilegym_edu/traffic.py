@@ -208,11 +208,10 @@ def _counting(counter: _Counter) -> Iterator[None]:
         counter.launches += 1
         fn = self.fn
         defaults = [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
-        containers = _containers([*args, *kwargs.values(), *defaults])
-        if containers:   # a kernel could keep what it loaded in one, between programs (its own
-            # default arguments too: round 11 of the red team)
-            raise TypeError(f"a kernel argument is a Python {containers[0]}: pass tensors, "
-                            "numbers and constexprs")
+        refused = _refused_arguments([*args, *kwargs.values(), *defaults])
+        if refused:
+            raise TypeError(f"a kernel argument is {refused[0]}: pass tensors, numbers and "
+                            "constexprs")
         counter.in_kernel += 1
         counter.end_program()
         counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0])
@@ -263,15 +262,21 @@ def _counting(counter: _Counter) -> Iterator[None]:
                 delattr(obj, name)
 
 
-def _containers(values: list[Any]) -> list[str]:
-    """The type names of the mutable Python containers among ``values`` and in their tuples."""
+def _refused_arguments(values: list[Any]) -> list[str]:
+    """What among ``values`` (and in their tuples) a counted kernel may not take: a mutable
+    Python container, where a kernel could keep what it loaded between programs (its own
+    default arguments too: round 11 of the red team); and an object of a class defined in the
+    notebook, whose methods the interpreter would call while it runs the kernel (a `data_ptr`
+    of the learner's), where PyTorch's work is not counted."""
     found, stack = [], list(values)
     while stack:
         value = stack.pop()
-        if isinstance(value, tuple):
+        if isinstance(value, tuple) and type(value).__module__ != "__main__":
             stack.extend(value)
         elif isinstance(value, (dict, list, set, bytearray)):
-            found.append(type(value).__name__)
+            found.append(f"a Python {type(value).__name__}")
+        elif type(value).__module__ == "__main__":
+            found.append(f"an object of {type(value).__name__}, a class of the notebook's")
     return found
 
 
