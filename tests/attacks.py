@@ -92,6 +92,13 @@ ATTACKS = [
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),
     Attack(1, "jit_stored", "make_kernel = triton.jit", "kernel"),
+    # round 15: a tensor's copy_ bound inside a kernel (the tensor passed as a constexpr), and a
+    # kernel launched from a kernel (its stores were credited to the inner launch)
+    Attack(2, "kernel_binds_a_tensor_method", "@triton.jit\ndef filler_kernel(T: tl.constexpr):\n"
+                                              "    put = T.copy_\n    put(T)", "kernel"),
+    Attack(2, "kernel_launches_a_kernel", "@triton.jit\ndef inner_kernel(x_ptr):\n    pass\n"
+                                          "@triton.jit\ndef outer_kernel(x_ptr):\n"
+                                          "    inner_kernel[(1,)](x_ptr)", "kernel"),
     Attack(1, "jit_imported_as", "from triton import jit as make_kernel", "import"),
     Attack(1, "jit_function_class", "def carrier():\n    pass\n"
                                     "made = triton.JITFunction(carrier)", "attribute"),

@@ -177,6 +177,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
     "tilegym_edu.write_guard", "tilegym_edu.api_names", "tilegym_edu.handed_in",
+    "tilegym_edu.kernel_bounds",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
@@ -571,10 +572,15 @@ class _Auditor(ast.NodeVisitor):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
                             "no attributes and no items (in the interpreter a kernel is Python, "
                             "and a dict kept between programs hid loads from the traffic count)")
-            elif (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
-                  and inner.func.attr in MUTATING_METHODS):
-                self.refuse(inner, "kernel", f"`{ast.unparse(inner.func)}(...)`: a Triton kernel "
-                            "changes no Python container")
+            elif isinstance(inner, ast.Attribute) and inner.attr in MUTATING_METHODS:
+                # read, not only called: `put = t.copy_; put(...)` (round 15 of the red team)
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel changes no "
+                            "Python container and calls no tensor method")
+            elif (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)
+                  and inner.value.id in self.cell_kernels | self.lesson.kernels
+                  and isinstance(inner.ctx, ast.Load)):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a kernel launched from "
+                            "inside a kernel (real Triton cannot; launch kernels from Python)")
 
     def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         kernel = any(_is_jit(d) for d in node.decorator_list)

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from triton.runtime import interpreter
 from triton.runtime.jit import JITFunction
 
-from tilegym_edu import compat
+from tilegym_edu import compat, kernel_bounds
 
 
 @dataclass(frozen=True)
@@ -288,6 +288,7 @@ def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:
     Example: ``count_traffic(add, x, y).loaded_bytes == 2 * x.nbytes``.
     """
     compat.patch_interpreter()
+    kernel_bounds.confine()   # each launch's loads and stores inside its own tensors
     counter = _Counter()
     with _counting(counter), _TorchTraffic(counter):
         fn(*args, **kwargs)

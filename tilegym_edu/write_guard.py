@@ -361,7 +361,7 @@ def install(lesson_attributes: Iterable[str] = (), shell=None) -> None:
     rewritten code calls; ``lesson_attributes``: the attribute names the lesson's own cells
     read (:attr:`tilegym_edu.audit.LessonNames.attributes`), read without a check like the
     public API. The first cell of every graded notebook runs this."""
-    from tilegym_edu import api_names
+    from tilegym_edu import api_names, kernel_bounds
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
@@ -369,6 +369,7 @@ def install(lesson_attributes: Iterable[str] = (), shell=None) -> None:
     public = ((api_names.public_api() | frozenset(lesson_attributes))
               - api_names.file_system_names())
     guard_interpreter(public)
+    kernel_bounds.confine()
     if not any(isinstance(t, _Transformer) for t in shell.ast_transformers):
         shell.ast_transformers.append(_Transformer(public))
 

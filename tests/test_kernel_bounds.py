@@ -1,0 +1,59 @@
+"""kernel_bounds: in Triton's interpreter a launch touches only its own tensors (round 15 of the
+red team hid copies in a tensor passed as an integer address, built an im2col matrix with a
+tensor passed as a constexpr, and launched a kernel from inside a kernel)."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.kernels import triton_double
+from tilegym_edu import kernel_bounds
+
+
+@pytest.fixture(autouse=True)
+def confined():
+    kernel_bounds.confine()
+
+
+@triton.jit
+def _copy_through_an_address(x_ptr, address, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    hidden = address.to(tl.pointer_type(tl.float32))
+    tl.store(hidden + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+@triton.jit
+def _copy_in_python(x, out, X: tl.constexpr):
+    put = X.zero_
+    put()
+
+
+@triton.jit
+def _launches_another(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    _copy_through_an_address[(1,)](x_ptr, 0, n, BLOCK=BLOCK)
+
+
+def test_a_kernel_within_its_tensors_runs():
+    x = torch.randn(3000)
+    assert torch.equal(triton_double(x), 2 * x)
+
+
+def test_a_store_through_an_address_made_from_an_integer_is_refused():
+    x, hidden = torch.randn(16), torch.zeros(16)
+    with pytest.raises(Exception, match="kernel `_copy_through_an_address` stored to address "
+                                        ".* outside every tensor passed to it"):
+        _copy_through_an_address[(1,)](x, hidden.data_ptr(), 16, BLOCK=16)
+    assert torch.equal(hidden, torch.zeros(16))
+
+
+def test_a_tensor_given_as_a_constexpr_is_refused():
+    x = torch.randn(4)
+    with pytest.raises(Exception, match="given a tensor as its tl.constexpr `X`"):
+        _copy_in_python[(1,)](x, x, X=x)
+    assert x.abs().sum() > 0
+
+
+def test_a_kernel_launched_from_a_kernel_is_refused():
+    x = torch.randn(4)
+    with pytest.raises(Exception, match="launched `_copy_through_an_address` from inside"):
+        _launches_another[(1,)](x, x, 4, BLOCK=4)

@@ -1,0 +1,124 @@
+"""Loads and stores of Triton's interpreter kept inside the tensors a launch was given.
+
+In the interpreter a kernel's pointers are host addresses, and nothing stops a pointer made from
+an integer (``addr.to(tl.pointer_type(tl.float32))``) from reaching any memory of the Python
+process: round 15 of the grader's red team hid a copy of every block of lesson 04's streaming
+exercise in a tensor passed only as ``SCRATCH.data_ptr()``, where no PyTorch operation, and so
+no count of held memory, ever saw it; the same route reads and writes the grader's own objects.
+:func:`confine` (installed in the grading kernel, tilegym_edu.write_guard) makes every load,
+store and atomic of an interpreted launch check its addresses: each element it touches must lie
+in the storage of a tensor (or tensor descriptor) among the launch's arguments, else
+:class:`OutOfBounds` names the kernel and what to do. On a GPU, compiled kernels are not
+affected; ``count_traffic`` runs them through the interpreter, and there they are checked too.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import torch
+
+
+class OutOfBounds(Exception):
+    """A kernel in Triton's interpreter touched memory outside the tensors it was given."""
+
+
+#: the running launch, if any (a kernel cannot launch another): its kernel's name and its
+#: arguments' storages as (first address, one past the last)
+_launches: list[tuple[str, list[tuple[int, int]]]] = []
+
+
+def _storage_ranges(values) -> list[tuple[int, int]]:
+    """(start, end) of the storage of every tensor among ``values``, in their tuples and in
+    tensor descriptors (their ``base``)."""
+    ranges, stack = [], list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+        elif isinstance(value, tuple):
+            stack.extend(value)
+        elif isinstance(getattr(value, "base", None), torch.Tensor):
+            stack.append(value.base)
+    return ranges
+
+
+def check_addresses(pointers: np.ndarray, mask: np.ndarray | None, element_bytes: int,
+                    what: str) -> None:
+    """Raise OutOfBounds unless every address of ``pointers`` (where ``mask`` is on) and the
+    ``element_bytes`` after it lie inside one storage of the running launch's arguments."""
+    if not _launches:
+        raise OutOfBounds(f"a Triton function {what} memory outside a kernel launch: launch "
+                          "kernels with kernel[grid](...)")
+    kernel, ranges = _launches[-1]
+    addresses = np.asarray(pointers, dtype=np.uint64).reshape(-1)
+    if mask is not None:
+        addresses = addresses[np.asarray(mask, dtype=bool).reshape(-1)]
+    inside = np.zeros(addresses.shape, dtype=bool)
+    for start, end in ranges:
+        inside |= (addresses >= start) & (addresses + element_bytes <= end)
+    if not inside.all():
+        outside = int(addresses[~inside][0])
+        raise OutOfBounds(f"kernel `{kernel}` {what} address {outside:#x}, outside every tensor "
+                          "passed to it: a kernel may touch only its tensor arguments (an offset "
+                          "in the wrong units, a missing mask, or a pointer made from an integer)")
+
+
+def confine() -> None:
+    """Patch Triton's interpreter (once): a launch records its arguments' storages, and every
+    load, store and atomic checks its addresses against them (check_addresses)."""
+    from triton.runtime import interpreter
+    executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
+    if getattr(executor, "tilegym_confined", False):
+        return
+    init_args, call = executor._init_args_hst, executor.__call__
+    load, store = builder.create_masked_load, builder.create_masked_store
+    atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
+
+    def bytes_of(pointers) -> int:
+        return pointers.get_element_ty().primitive_bitwidth // 8
+
+    def recorded_init_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+        tensors = [name for name in self.constexprs if _storage_ranges([bound.get(name)])]
+        if tensors:   # the kernel's Python would hold the tensor itself (round 15: its copy_
+            # built an im2col matrix while the launch ran, where PyTorch's work is not counted)
+            raise OutOfBounds(f"kernel `{self.fn.__name__}` was given a tensor as its "
+                              f"tl.constexpr `{tensors[0]}`: pass tensors as pointers (a "
+                              "parameter without tl.constexpr)")
+        _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))
+        return args_hst, kwargs_hst
+
+    def confined_call(self, *args, **kwargs):
+        name = getattr(self.fn, "__name__", "kernel")
+        if _launches:
+            raise OutOfBounds(f"kernel `{_launches[-1][0]}` launched `{name}` from inside "
+                              "itself: real Triton cannot; launch kernels from Python")
+        _launches.append((name, []))
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            _launches.pop()
+
+    def checked_load(self, ptrs, mask, *rest, **kwargs):
+        check_addresses(ptrs.data, mask.data, bytes_of(ptrs), "loaded from")
+        return load(self, ptrs, mask, *rest, **kwargs)
+
+    def checked_store(self, ptrs, value, mask, *rest, **kwargs):
+        check_addresses(ptrs.data, mask.data, bytes_of(ptrs), "stored to")
+        return store(self, ptrs, value, mask, *rest, **kwargs)
+
+    def checked_atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs):
+        check_addresses(ptr.data, mask.data, bytes_of(ptr), "updated (atomically)")
+        return atomic_rmw(self, op, ptr, val, mask, *rest, **kwargs)
+
+    def checked_atomic_cas(self, ptr, *rest, **kwargs):
+        check_addresses(ptr.data, None, bytes_of(ptr), "updated (atomically)")
+        return atomic_cas(self, ptr, *rest, **kwargs)
+
+    executor._init_args_hst, executor.__call__ = recorded_init_args, confined_call
+    builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
+    builder.create_atomic_rmw, builder.create_atomic_cas = checked_atomic_rmw, checked_atomic_cas
+    executor.tilegym_confined = True
