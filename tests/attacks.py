@@ -96,6 +96,10 @@ ATTACKS = [
     # kernel launched from a kernel (its stores were credited to the inner launch)
     Attack(2, "kernel_binds_a_tensor_method", "@triton.jit\ndef filler_kernel(T: tl.constexpr):\n"
                                               "    put = T.copy_\n    put(T)", "kernel"),
+    # round 16: a kernel calling a function it was given (PyTorch's copies, or loaded values
+    # kept in a dict, in the middle of the launch)
+    Attack(2, "kernel_calls_its_argument", "@triton.jit\ndef caller_kernel(WORK: tl.constexpr):\n"
+                                           "    WORK()", "kernel"),
     Attack(2, "kernel_launches_a_kernel", "@triton.jit\ndef inner_kernel(x_ptr):\n    pass\n"
                                           "@triton.jit\ndef outer_kernel(x_ptr):\n"
                                           "    inner_kernel[(1,)](x_ptr)", "kernel"),

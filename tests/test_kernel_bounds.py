@@ -48,7 +48,7 @@ def test_a_store_through_an_address_made_from_an_integer_is_refused():
 
 def test_a_tensor_given_as_a_constexpr_is_refused():
     x = torch.randn(4)
-    with pytest.raises(Exception, match="given a tensor as its tl.constexpr `X`"):
+    with pytest.raises(Exception, match="argument `X` is a tensor given as a tl.constexpr"):
         _copy_in_python[(1,)](x, x, X=x)
     assert x.abs().sum() > 0
 
@@ -57,3 +57,17 @@ def test_a_kernel_launched_from_a_kernel_is_refused():
     x = torch.randn(4)
     with pytest.raises(Exception, match="launched `_copy_through_an_address` from inside"):
         _launches_another[(1,)](x, x, 4, BLOCK=4)
+
+
+@triton.jit
+def _calls_its_argument(x_ptr, WORK: tl.constexpr):
+    WORK()
+
+
+def test_a_function_given_to_a_kernel_is_refused():
+    """Round 16: the kernel called a function it was given, which ran PyTorch's copies (or kept
+    loaded values in a dict) in the middle of the launch."""
+    ran = []
+    with pytest.raises(Exception, match="argument `WORK` is a function"):
+        _calls_its_argument[(1,)](torch.zeros(1), WORK=lambda: ran.append(1))
+    assert ran == []

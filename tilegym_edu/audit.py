@@ -566,12 +566,19 @@ class _Auditor(ast.NodeVisitor):
             self.refuse(node, "kernel", f"in the Triton kernel `{node.name}`, only its own `def` "
                         "line may start with `def ` (Triton's interpreter runs the kernel from "
                         "the last such line): no nested functions, no such line in a string")
+        parameters = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
+                                      *node.args.kwonlyargs]}
         for inner in ast.walk(node):
             if (isinstance(inner, (ast.Attribute, ast.Subscript))
                     and isinstance(inner.ctx, (ast.Store, ast.Del))):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
                             "no attributes and no items (in the interpreter a kernel is Python, "
                             "and a dict kept between programs hid loads from the traffic count)")
+            elif (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)
+                  and inner.func.id in parameters):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel calls no "
+                            "function it is given (in the interpreter it would run Python in the "
+                            "middle of the launch)")
             elif isinstance(inner, ast.Attribute) and inner.attr in MUTATING_METHODS:
                 # read, not only called: `put = t.copy_; put(...)` (round 15 of the red team)
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel changes no "

@@ -8,7 +8,10 @@ no count of held memory, ever saw it; the same route reads and writes the grader
 :func:`confine` (installed in the grading kernel, tilegym_edu.write_guard) makes every load,
 store and atomic of an interpreted launch check its addresses: each element it touches must lie
 in the storage of a tensor (or tensor descriptor) among the launch's arguments, else
-:class:`OutOfBounds` names the kernel and what to do. On a GPU, compiled kernels are not
+:class:`OutOfBounds` names the kernel and what to do. A launch's arguments may be only tensors
+(not as constexprs), numbers, strings, dtypes, kernels and tuples of them, and a kernel may not
+launch another (rounds 15 and 16: a tensor or a function given as a constexpr ran PyTorch's
+copies, or kept loaded values, in the middle of the launch). On a GPU, compiled kernels are not
 affected; ``count_traffic`` runs them through the interpreter, and there they are checked too.
 """
 from __future__ import annotations
@@ -42,6 +45,27 @@ def _storage_ranges(values) -> list[tuple[int, int]]:
         elif isinstance(getattr(value, "base", None), torch.Tensor):
             stack.append(value.base)
     return ranges
+
+
+def _refused(value, constexpr: bool) -> str:
+    """What is wrong with ``value`` as a kernel argument ('' if nothing). The interpreter hands a
+    kernel its constexprs unchanged and runs the kernel's body as Python, so anything callable
+    or holding a tensor there runs or reaches PyTorch in the middle of the launch (round 15: a
+    tensor's copy_; round 16: a function the kernel called, which built an im2col matrix, or
+    kept loaded values between programs)."""
+    from triton.runtime.jit import KernelInterface
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if isinstance(value, tuple):
+        return next((why for v in value if (why := _refused(v, constexpr))), "")
+    if isinstance(value, tl.constexpr):
+        return _refused(value.value, constexpr)
+    if isinstance(value, (torch.Tensor, TensorDescriptor)):
+        return "a tensor given as a tl.constexpr" if constexpr else ""
+    if isinstance(value, (bool, int, float, str, np.number, np.bool_, torch.dtype, tl.dtype,
+                          KernelInterface)) or value is None:
+        return ""
+    return f"a {type(value).__name__}"
 
 
 def check_addresses(pointers: np.ndarray, mask: np.ndarray | None, element_bytes: int,
@@ -82,12 +106,12 @@ def confine() -> None:
     def recorded_init_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
-        tensors = [name for name in self.constexprs if _storage_ranges([bound.get(name)])]
-        if tensors:   # the kernel's Python would hold the tensor itself (round 15: its copy_
-            # built an im2col matrix while the launch ran, where PyTorch's work is not counted)
-            raise OutOfBounds(f"kernel `{self.fn.__name__}` was given a tensor as its "
-                              f"tl.constexpr `{tensors[0]}`: pass tensors as pointers (a "
-                              "parameter without tl.constexpr)")
+        for name, value in bound.items():
+            why = _refused(value, constexpr=name in self.constexprs)
+            if why:
+                raise OutOfBounds(f"kernel `{self.fn.__name__}`'s argument `{name}` is {why}: "
+                                  "pass tensors (as pointers, without tl.constexpr), numbers, "
+                                  "strings, dtypes and tuples of them")
         _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))
         return args_hst, kwargs_hst
 
