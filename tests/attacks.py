@@ -100,6 +100,9 @@ ATTACKS = [
     # kept in a dict, in the middle of the launch)
     Attack(2, "kernel_calls_its_argument", "@triton.jit\ndef caller_kernel(WORK: tl.constexpr):\n"
                                            "    WORK()", "kernel"),
+    # round 17: the same function kept in a @triton.heuristics kernel's `values`
+    Attack(2, "kernel_calls_a_stored_function", "@triton.jit\ndef caller_kernel(H: tl.constexpr):\n"
+                                                "    H.values['KEEP']()", "kernel"),
     Attack(2, "kernel_launches_a_kernel", "@triton.jit\ndef inner_kernel(x_ptr):\n    pass\n"
                                           "@triton.jit\ndef outer_kernel(x_ptr):\n"
                                           "    inner_kernel[(1,)](x_ptr)", "kernel"),

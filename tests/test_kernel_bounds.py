@@ -71,3 +71,16 @@ def test_a_function_given_to_a_kernel_is_refused():
     with pytest.raises(Exception, match="argument `WORK` is a function"):
         _calls_its_argument[(1,)](torch.zeros(1), WORK=lambda: ran.append(1))
     assert ran == []
+
+
+@triton.heuristics({"KEEP": lambda args: 0})
+@triton.jit
+def _holder(KEEP: tl.constexpr):
+    pass
+
+
+def test_a_kernel_given_to_a_kernel_is_refused():
+    """Round 17 hid a Python function in a @triton.heuristics kernel's `values` and passed that
+    kernel, which the receiving kernel's body then called."""
+    with pytest.raises(Exception, match="argument `WORK` is a Heuristics"):
+        _calls_its_argument[(1,)](torch.zeros(1), WORK=_holder)

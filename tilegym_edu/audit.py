@@ -574,6 +574,10 @@ class _Auditor(ast.NodeVisitor):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
                             "no attributes and no items (in the interpreter a kernel is Python, "
                             "and a dict kept between programs hid loads from the traffic count)")
+            elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Subscript):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel calls "
+                            "nothing it took out of a container (round 17 called a Python "
+                            "function kept in a kernel object's `values`)")
             elif (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)
                   and inner.func.id in parameters):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel calls no "

@@ -9,7 +9,7 @@ no count of held memory, ever saw it; the same route reads and writes the grader
 store and atomic of an interpreted launch check its addresses: each element it touches must lie
 in the storage of a tensor (or tensor descriptor) among the launch's arguments, else
 :class:`OutOfBounds` names the kernel and what to do. A launch's arguments may be only tensors
-(not as constexprs), numbers, strings, dtypes, kernels and tuples of them, and a kernel may not
+(not as constexprs), numbers, strings, dtypes and tuples of them, and a kernel may not
 launch another (rounds 15 and 16: a tensor or a function given as a constexpr ran PyTorch's
 copies, or kept loaded values, in the middle of the launch). On a GPU, compiled kernels are not
 affected; ``count_traffic`` runs them through the interpreter, and there they are checked too.
@@ -52,8 +52,7 @@ def _refused(value, constexpr: bool) -> str:
     kernel its constexprs unchanged and runs the kernel's body as Python, so anything callable
     or holding a tensor there runs or reaches PyTorch in the middle of the launch (round 15: a
     tensor's copy_; round 16: a function the kernel called, which built an im2col matrix, or
-    kept loaded values between programs)."""
-    from triton.runtime.jit import KernelInterface
+    kept loaded values between programs; round 17: the same function inside a kernel object)."""
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
     if isinstance(value, tuple):
@@ -62,9 +61,10 @@ def _refused(value, constexpr: bool) -> str:
         return _refused(value.value, constexpr)
     if isinstance(value, (torch.Tensor, TensorDescriptor)):
         return "a tensor given as a tl.constexpr" if constexpr else ""
-    if isinstance(value, (bool, int, float, str, np.number, np.bool_, torch.dtype, tl.dtype,
-                          KernelInterface)) or value is None:
-        return ""
+    if isinstance(value, (bool, int, float, str, np.number, np.bool_, torch.dtype,
+                          tl.dtype)) or value is None:
+        return ""   # not a kernel either: round 17 hid a Python function in the `values` of a
+        # @triton.heuristics kernel it passed
     return f"a {type(value).__name__}"
 
 
