@@ -121,7 +121,7 @@ def test_atomics_count_as_a_load_and_a_store_of_each_element():
 def test_a_kernel_given_a_python_container_is_not_counted():
     """A dict passed to a kernel could keep what one program loaded for the next (round 8)."""
     import pytest
-    with pytest.raises(TypeError, match="a kernel argument is a Python dict"):
+    with pytest.raises(Exception, match="argument `.*` is a dict"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), {}, 4, BLOCK=4))
 
 
@@ -135,9 +135,9 @@ def test_a_kernel_with_a_python_container_as_default_or_in_a_tuple_is_not_counte
     """Round 11 kept tiles in a dict that was the kernel's own default argument; a tuple holding
     a list would do the same."""
     import pytest
-    with pytest.raises(TypeError, match="a kernel argument is a Python dict"):
+    with pytest.raises(Exception, match="argument `TILES` is a dict"):
         count_traffic(lambda: _kernel_with_a_dict_default[(1,)](torch.zeros(4), 4, BLOCK=4))
-    with pytest.raises(TypeError, match="a kernel argument is a Python list"):
+    with pytest.raises(Exception, match="argument `.*` is a list"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), ([],), 4,
                                                                BLOCK=4))
 
@@ -197,7 +197,6 @@ def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
     import pytest
     notebook_class = type("LooksLikeATensor", (), {"__module__": "__main__",
                                                    "data_ptr": lambda self: 0})
-    with pytest.raises(TypeError, match="an object of LooksLikeATensor, a class of the "
-                                        "notebook's"):
+    with pytest.raises(Exception, match="argument `.*` is a LooksLikeATensor"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), notebook_class(),
                                                                4, BLOCK=4))

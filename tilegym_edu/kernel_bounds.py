@@ -104,14 +104,15 @@ def confine() -> None:
         return pointers.get_element_ty().primitive_bitwidth // 8
 
     def recorded_init_args(self, args_dev, kwargs):
-        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+        # checked before the interpreter touches them (it calls a tensor-like argument's methods)
+        bound = inspect.getcallargs(self.fn, *args_dev, **kwargs)
         for name, value in bound.items():
             why = _refused(value, constexpr=name in self.constexprs)
             if why:
                 raise OutOfBounds(f"kernel `{self.fn.__name__}`'s argument `{name}` is {why}: "
                                   "pass tensors (as pointers, without tl.constexpr), numbers, "
                                   "strings, dtypes and tuples of them")
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))
         return args_hst, kwargs_hst
 
