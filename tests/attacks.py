@@ -164,6 +164,12 @@ ATTACKS = [
     Attack(3, "unwrapped", "raw = print.__wrapped__", "attribute"),
     Attack(3, "kernel_globals", "def globals_of(kernel):\n    return kernel.used_global_vals",
            "attribute"),
+    # a compiled kernel's launcher called by hand, passing no launch hook: lesson 07 refuses
+    # Triton launches in its graded calls from that hook
+    Attack(3, "launch_without_hooks",
+           "def relaunch(compiled, *args):\n"
+           "    compiled.run(1, 1, 1, 0, compiled.function, compiled.packed_metadata, None, None,"
+           " None, *args)", "attribute"),
     # 5. write what it must not (a measured figure in the grade table included)
     Attack(5, "forged_figure",
            "tilegym_edu.figures.emit(tilegym_edu.figures.ratio(9.0, 0.5, 'x', 'y'))", "attribute"),

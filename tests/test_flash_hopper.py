@@ -103,3 +103,15 @@ def test_the_causal_mask_in_floats_keeps_exactly_the_keys_up_to_each_query():
     for bound in (twice, once):
         assert torch.isfinite(bound).all()
         assert (bound[visible] > 1e29).all() and (bound[~visible] < -1e29).all()
+
+
+def test_q_is_double_buffered_only_on_a_causal_persistent_grid_where_it_fits():
+    """Run 54 (H100): a second q buffer paid where causal tiles differ in length and cost 1-5%
+    where they do not; a program with one tile has no next q; 192 x 128 at head size 128 has
+    no room for it beside the ring."""
+    buffers = flash_hopper.q_buffers
+    assert buffers(True, True, 128, 128, 2, 128) == 2
+    assert buffers(True, False, 128, 128, 2, 128) == 1
+    assert buffers(False, True, 128, 128, 2, 128) == 1
+    assert buffers(True, True, 192, 128, 2, 128) == 1
+    assert buffers(True, True, 192, 128, 2, 64) == 2

@@ -123,6 +123,9 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # than by decorating it with @triton.jit, which the audit reads as a kernel (round 9)
     "JITFunction", "KernelInterface", "InterpretedFunction", "constexpr_function", "aggregate",
     "MockTensor", "TensorWrapper",
+    # a compiled kernel's launcher called by hand, with no launch hook (the hook is where a
+    # lesson refuses Triton launches: grading.refuse_triton_in_graded_calls) needs these
+    "packed_metadata", "function", "launch_metadata",
     # getattr by another name; classes with any base and dunders
     "getmembers", "getmembers_static", "getattr_static", "make_dataclass",
     # round 4 (2026-12-05): a Triton function's namespace (its module's, __builtins__ within),

@@ -192,6 +192,28 @@ def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def refuse_triton_in_graded_calls(language: str) -> None:
+    """From now on, in this process, a Triton kernel launched inside a graded call raises
+    :class:`LibraryShortcut`, naming ``language``, the one the lesson grades (lesson 07:
+    "cuTile"). Without it, lesson 03's or 04's Triton kernels pasted into lesson 07 would pass its
+    cells. The check sits in Triton's launch hook, which every compiled launch calls (through
+    ``kernel[grid]`` and a compiled kernel's own ``[grid]`` alike; the audit refuses what a
+    launch without the hook needs). The grader's Triton baselines run outside graded calls.
+    Interpreted kernels call no hook: the lessons that need this run their kernels on a GPU."""
+    def refuse(metadata: Any) -> None:
+        if _guard_depth:
+            name = metadata["name"] if metadata is not None else "kernel"
+            raise LibraryShortcut(
+                f"the graded call launched the Triton kernel '{name}': this lesson grades "
+                f"{language} kernels. Write the kernel in {language} and launch it from your "
+                f"function.")
+    import triton
+    if hasattr(triton, "knobs"):   # Triton >= 3.4: a chain of hooks
+        triton.knobs.runtime.launch_enter_hook.add(refuse)
+    else:                          # Triton 3.2-3.3: one hook, on the class
+        triton.compiler.CompiledKernel.launch_enter_hook = refuse
+
+
 def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor],
                    make_inputs: Callable[[Case, torch.Generator], Sequence[Any]],
                    cases: Iterable[Case], seeds: Iterable[int] = (0, 1, 2), *,

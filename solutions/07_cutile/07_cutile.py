@@ -79,6 +79,8 @@ from tilegym_edu.reference.cutile_kernels import (
 # the Triton kernels of lessons 03 and 04: the baselines
 from tilegym_edu.reference import attention as triton_attention
 from tilegym_edu.reference import pipelined as triton_matmul
+# graded calls may launch cuTile kernels only: a Triton kernel there loses its cell
+grading.refuse_triton_in_graded_calls("cuTile")
 
 print(device.banner())
 DEVICE = device.DEVICE

@@ -152,3 +152,47 @@ def test_a_candidate_that_zeroes_its_input_and_returns_zeros_fails():
 
     with pytest.raises(AssertionError, match="output of a timed run .* is wrong"):
         run_test_cell(LESSON, "test_silu_mul_bandwidth", {"silu_mul": zeroes})
+
+
+@pytest.fixture
+def triton_refused(monkeypatch):
+    """grading.refuse_triton_in_graded_calls("cuTile"), as lesson 07's setup cell calls it, for
+    this test only: the launch hook goes back to Triton's own afterwards."""
+    import triton
+
+    from tilegym_edu import grading
+    if hasattr(triton, "knobs"):
+        chain = triton.knobs.runtime.launch_enter_hook
+        monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", type(chain)())
+    else:
+        monkeypatch.setattr(triton.compiler.CompiledKernel, "launch_enter_hook", None)
+    grading.refuse_triton_in_graded_calls("cuTile")
+
+
+def test_a_triton_kernel_where_the_lesson_grades_cutile_loses_the_cell(triton_refused):
+    """Lesson 07 grades cuTile kernels: lesson 00's Triton silu_mul, pasted there, loses the
+    correctness cell and is told why; the same kernel launched by the grader (a baseline, outside
+    a graded call) still runs, and so does a compiled kernel relaunched through its own
+    ``[grid]`` outside, but not inside, a graded call."""
+    import triton
+    import triton.language as tl
+
+    from tilegym_edu import grading
+    honest = honest_silu_mul()
+    with pytest.raises(AssertionError,
+                       match="LibraryShortcut: the graded call launched the Triton kernel .*cuTile"):
+        run_test_cell(LESSON, "test_silu_mul_correct", {"silu_mul": honest})
+
+    @triton.jit
+    def double(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2,
+                 mask=offsets < n)
+
+    x = torch.ones(1000, device="cuda")
+    compiled = double[(1,)](x, x.numel(), BLOCK=1024)      # outside: runs
+    compiled[(1, 1, 1)](x, x.numel(), 1024)   # a compiled kernel takes every argument
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.full_like(x, 4))
+    with pytest.raises(grading.LibraryShortcut, match="'double'"):
+        grading.guarded_call(lambda t: compiled[(1, 1, 1)](t, t.numel(), 1024), (x,))

@@ -572,10 +572,28 @@ HOPPER_SPACE = SearchSpace(
     small=configs_from_rows(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), HOPPER_CONFIGS[1:]),
     prune=hopper_prune)
 
-#: what decides how fast a configuration runs: both kernels and the host's schedules (what each
-#: program of a persistent grid takes)
+#: the shared memory (bytes) q's and the ring's buffers may take for the warp-specialised
+#: kernel to double-buffer q; the compiler adds its scratch (17-20 KB at 128 x 128, ptxas
+#: says) and an H200 SM has 227 KB for one program
+Q_AND_RING_BYTES = 200 * 1024
+
+
+def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages: int,
+              head_dim: int) -> int:
+    """How many q buffers hopper_flash_ws_kernel gets: two on a causal persistent grid (the
+    next tile's q loads during this one) where they fit beside the ring (not 192 x 128 at head
+    size 128), else one: a program with one tile has no next q, and without a mask the second
+    buffer cost more than it hid (H100, 2026-12-05, run 54: one buffer 1.7% faster at B4 H32
+    S4096 D128 and 1.0% at B16 H16 S1024 D128, 4.9% at B4 H32 S4096 D64 192 x 128; causal, at
+    B8 H16 S2048 D64, two were 5-11% faster)."""
+    two = 2 * (2 * block_m + 2 * stages * block_n) * head_dim
+    return 2 if persistent and causal and two <= Q_AND_RING_BYTES else 1
+
+
+#: what decides how fast a configuration runs: both kernels, the host's schedules (what each
+#: program of a persistent grid takes) and how many q buffers a program gets
 HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
-                  tile_schedule.balanced)
+                  tile_schedule.balanced, q_buffers)
 
 #: what the tuner keys its results on: the source of HOPPER_SOURCES
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
@@ -613,23 +631,9 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
         return
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
                                         *args, order, starts, PARTIAL=seq_q % block_m != 0,
-                                        Q_BUFFERS=q_buffers(programs < n_tiles, block_m, block_n,
-                                                            stages, head_dim),
+                                        Q_BUFFERS=q_buffers(programs < n_tiles, causal, block_m,
+                                                            block_n, stages, head_dim),
                                         **options)
-
-
-#: the shared memory (bytes) q's and the ring's buffers may take for the warp-specialised
-#: kernel to double-buffer q; the compiler adds its scratch (17-20 KB at 128 x 128, ptxas
-#: says) and an H200 SM has 227 KB for one program
-Q_AND_RING_BYTES = 200 * 1024
-
-
-def q_buffers(persistent: bool, block_m: int, block_n: int, stages: int, head_dim: int) -> int:
-    """How many q buffers hopper_flash_ws_kernel gets: two on a persistent grid (the next
-    tile's q loads during this one) where they fit beside the ring (not 192 x 128 at head size
-    128), else one (a program with one tile has no next q)."""
-    two = 2 * (2 * block_m + 2 * stages * block_n) * head_dim
-    return 2 if persistent and two <= Q_AND_RING_BYTES else 1
 
 
 @functools.cache

@@ -2,7 +2,7 @@
 (q_buffers forced to 1 or 2), on issue 18's non-causal head-size-128 rows (and rows 2 and 5
 for the other cases), against the one-tile-a-program grid and cuDNN. Each variant checked
 against flash.py first (outputs start as NaN). From the repo root:
-  env PYTHONPATH=$PWD:$PWD/benchmarks python docs/results/h200-2026-12-05-qbuf-run-52.py --out F"""
+  env PYTHONPATH=$PWD:$PWD/benchmarks python docs/results/h100-2026-12-05-qbuf-run-54.py --out F"""
 import argparse, json
 import torch
 from tilegym_edu import bench, device
