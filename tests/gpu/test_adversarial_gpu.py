@@ -179,8 +179,8 @@ def test_a_triton_kernel_where_the_lesson_grades_cutile_loses_the_cell(triton_re
 
     from tilegym_edu import grading
     honest = honest_silu_mul()
-    with pytest.raises(AssertionError,
-                       match="LibraryShortcut: the graded call launched the Triton kernel .*cuTile"):
+    refused = "LibraryShortcut: the graded call launched the Triton kernel .*cuTile"
+    with pytest.raises(AssertionError, match=refused):
         run_test_cell(LESSON, "test_silu_mul_correct", {"silu_mul": honest})
 
     @triton.jit
