@@ -202,7 +202,9 @@ def refuse_triton_in_graded_calls(language: str) -> None:
     Interpreted kernels call no hook: the lessons that need this run their kernels on a GPU."""
     def refuse(metadata: Any) -> None:
         if _guard_depth:
-            name = metadata["name"] if metadata is not None else "kernel"
+            # Triton's launch metadata: a LazyDict, whose get() makes the dict
+            data = metadata.get() if type(metadata).__name__ == "LazyDict" else metadata
+            name = (data or {}).get("name", "kernel")
             raise LibraryShortcut(
                 f"the graded call launched the Triton kernel '{name}': this lesson grades "
                 f"{language} kernels. Write the kernel in {language} and launch it from your "
