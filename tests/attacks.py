@@ -88,6 +88,12 @@ ATTACKS = [
     # count, in the interpreter, missed the loads it saved)
     Attack(2, "kernel_keeps_tiles", "SAVED = {{}}\n@triton.jit\ndef keeper_kernel(x_ptr):\n"
                                     "    SAVED[0] = 1", "kernel"),
+    # round 18: a kernel object's `kwargs` dict kept tiles between programs (`kept |= {...}`),
+    # and a function taken out of it ran PyTorch's im2col in the middle of a launch
+    Attack(2, "kernel_object_attribute", "@triton.jit\ndef box_kernel(x_ptr):\n    pass\n"
+           "@triton.jit\ndef keeper_kernel(x_ptr):\n    kept = box_kernel.kwargs", "kernel"),
+    Attack(2, "kernel_calls_what_it_took", "@triton.jit\ndef caller_kernel(x_ptr):\n"
+           "    work = x_ptr.get(0)\n    work()", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

@@ -414,6 +414,19 @@ def _forbidden_attribute(name: str) -> bool:
     return name in FORBIDDEN_ATTRIBUTES or name.startswith(_FORBIDDEN_PREFIXES)
 
 
+@functools.cache
+def kernel_methods() -> frozenset[str]:
+    """The public methods and attributes of Triton's values in a kernel (tensors, tensor
+    descriptors, dtypes, constexprs), as this Triton has them: what a kernel may call on a
+    value."""
+    import triton.language as tl
+    classes = [getattr(tl, name, None) for name in (
+        "tensor", "tensor_descriptor_base", "tensor_descriptor", "dtype", "constexpr",
+        "pointer_type", "block_type")]
+    return frozenset(name for cls in classes if cls is not None for name in dir(cls)
+                     if not name.startswith("_"))
+
+
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
     """Parameters and names assigned in ``function``'s own scope (not in nested functions)."""
     args = function.args
@@ -571,7 +584,15 @@ class _Auditor(ast.NodeVisitor):
                         "the last such line): no nested functions, no such line in a string")
         parameters = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
                                       *node.args.kwonlyargs]}
+        local = _local_names(node)
         for inner in ast.walk(node):
+            if isinstance(inner, ast.Call):
+                self.check_kernel_call(inner, local)
+            if (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+                    and inner.value.id not in local and not self.module_of(inner.value.id)):
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel reads "
+                            "attributes of modules (`tl`, `triton`) and of its own values only "
+                            "(round 18 kept tiles in a kernel object's `kwargs` dict)")
             if (isinstance(inner, (ast.Attribute, ast.Subscript))
                     and isinstance(inner.ctx, (ast.Store, ast.Del))):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel writes "
@@ -595,6 +616,31 @@ class _Auditor(ast.NodeVisitor):
                   and isinstance(inner.ctx, ast.Load)):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a kernel launched from "
                             "inside a kernel (real Triton cannot; launch kernels from Python)")
+
+    def check_kernel_call(self, call: ast.Call, local: set[str]) -> None:
+        """A call in a Triton kernel: of ``tl``'s (or another module's) functions, of a kernel
+        or a lesson's function by name, of a builtin of :data:`KERNEL_BUILTINS`, or of a method
+        Triton's values have (:func:`kernel_methods`). Anything else runs as Python in the
+        interpreter, in the middle of a launch: round 18 called a function it took out of a
+        dict (``work = box.kwargs.get("work"); work()``)."""
+        function = call.func
+        if isinstance(function, ast.Name):
+            if function.id not in local:
+                return               # a global: check_kernel_global says which may be used
+            what = "a value it made (only kernels, tl's functions and a few builtins)"
+        elif isinstance(function, ast.Attribute):
+            root = function.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and self.module_of(root.id):
+                return               # tl.load, tl.math.exp2, triton.cdiv ...
+            if function.attr in kernel_methods():
+                return               # x.to(...), acc.reshape(...), desc.load(...)
+            what = f"the method `{function.attr}`, which Triton's values do not have"
+        else:
+            what = "the result of an expression"
+        self.refuse(call, "kernel", f"`{ast.unparse(call)}`: a Triton kernel calls {what}; it "
+                    "calls `tl`'s functions, other kernels and its values' Triton methods")
 
     def check_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         kernel = any(_is_jit(d) for d in node.decorator_list)
