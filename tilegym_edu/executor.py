@@ -35,7 +35,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-from tilegym_edu import submission
+from tilegym_edu import lesson_data, submission, write_guard
 from tilegym_edu.progress import ProgressBar
 
 #: the error names the grade report recognises
@@ -63,6 +63,29 @@ def exit_description(code: int | None) -> str:
 _CAUSES = {9: "often the machine ran out of memory and the system killed the process",
            11: "a segmentation fault: a crash in compiled code",
            6: "an abort: a failed check in compiled code"}
+
+
+def _lesson_data_checks(nb) -> tuple[dict[int, str], dict[int, str]]:
+    """For a prepared notebook (its first cell the grader's setup, tilegym_edu.submission
+    .prepare): ({cell index: the source to run instead}, {cell index: the grader's code to run
+    after it}). The lesson's own cells that bind values the tests read keep copies of them as
+    they bind them (lesson_data.instrumented); the setup is followed by the keeper, each test
+    cell by the check. Nothing for any other notebook."""
+    cells = nb.cells
+    if not cells or not write_guard.is_setup(cells[0].get("source", "")):
+        return {}, {}
+    code = [(i, c) for i, c in enumerate(cells) if c.cell_type == "code" and i > 0]
+    lesson = [(i, c) for i, c in code if submission.learner_label(c) is None
+              and not submission.is_graded(c) and not submission.is_solution(c)]
+    tests = [(i, c) for i, c in code if submission.is_graded(c) and not submission.is_solution(c)]
+    protected = lesson_data.protected_names([c.source for _, c in lesson],
+                                            [c.source for _, c in tests])
+    sources = {i: lesson_data.instrumented(c.source, protected) for i, c in lesson}
+    epilogues = {0: ("import tilegym_edu.lesson_data as __tilegym_lesson_data__\n"
+                     "__tilegym_kept__ = __tilegym_lesson_data__.Kept(\n"
+                     f"    globals(), {tuple(sorted(protected))!r})")}
+    epilogues.update({i: "__tilegym_kept__.check()" for i, _ in tests})
+    return {i: s for i, s in sources.items() if s != cells[i].source}, epilogues
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -108,6 +131,7 @@ class ResilientExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
+        self._sources, self._epilogues = _lesson_data_checks(nb)
         self._restarts = 0
         self._lethal: set[int] = set()   # cells that took a kernel down: not replayed
         self._given_up = ""
@@ -128,8 +152,11 @@ class ResilientExecute(Execute):
             cell.outputs = [error_output(NOT_RUN, self._given_up)]
             return cell, resources
         start = time.monotonic()
+        source = cell.source
+        cell.source = self._sources.get(index, source)
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            self._run_epilogue(cell, index)
         except DeadKernelError:
             code = self._exit_code()
             what = exit_description(code)
@@ -144,9 +171,26 @@ class ResilientExecute(Execute):
                 "interrupted; its kernel was killed and replaced")]
             self._lethal.add(index)
             self._replace_kernel(index)
+        cell.source = source
         cell.metadata.setdefault(submission.META, {})["seconds"] = round(
             time.monotonic() - start, 2)
         return cell, resources
+
+    def _run_epilogue(self, cell, index: int) -> None:
+        """Run the grader's code that follows cell ``index`` (:func:`_lesson_data_epilogues`)
+        as a cell of its own, its outputs dropped; an error it raises (a test cell's kept
+        values changed) is added to ``cell``'s outputs, which fails a test cell."""
+        code = self._epilogues.get(index)
+        if not code or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            return
+        cells = list(self.nb.cells)
+        grader = NotebookNode(cell_type="code", source=code, outputs=[], metadata=NotebookNode(),
+                              execution_count=None)
+        try:
+            self.execute_cell(grader, index, store_history=False)
+        finally:
+            self.nb.cells[:] = cells
+        cell.outputs.extend(o for o in grader.outputs if o.get("output_type") == "error")
 
     def _get_timeout(self, cell):
         per_cell = super()._get_timeout(cell)
@@ -177,7 +221,10 @@ class ResilientExecute(Execute):
             for i, earlier in enumerate(cells[:index]):
                 if (earlier.cell_type == "code" and earlier.source.strip()
                         and i not in self._lethal):
-                    self.execute_cell(copy.deepcopy(earlier), i, store_history=False)
+                    replayed = copy.deepcopy(earlier)
+                    replayed.source = self._sources.get(i, replayed.source)
+                    self.execute_cell(replayed, i, store_history=False)
+                    self._run_epilogue(replayed, i)
         except (DeadKernelError, CellTimeoutError):
             self._given_up = ("not run: the kernel died again while the cells before this one "
                               "were replayed")

@@ -50,6 +50,8 @@ from typing import Iterable
 
 #: the last line of every learner cell in a graded notebook
 MARKER = "__tilegym_learner_cell__"
+#: the first line of the grader's setup cell (setup_source)
+_SETUP_FIRST_LINE = "from tilegym_edu.write_guard import install as __tilegym_install__"
 #: names the rewritten code calls (defined in the notebook's namespace by install())
 SETATTR, DELATTR, MAY_WRITE, LEARNER_CLASS, GETATTR = (
     "__tilegym_setattr__", "__tilegym_delattr__", "__tilegym_may_write__",
@@ -380,5 +382,10 @@ def setup_source(lesson_attributes: Iterable[str]) -> str:
     name, which no learner's code may use."""
     names = textwrap.fill(repr(tuple(sorted(lesson_attributes))), 96,
                           subsequent_indent="    ", break_long_words=False)
-    return ("from tilegym_edu.write_guard import install as __tilegym_install__\n"
+    return (f"{_SETUP_FIRST_LINE}\n"
             f"__tilegym_install__(\n    {names})")
+
+
+def is_setup(source: str) -> bool:
+    """Whether ``source`` is a setup cell :func:`setup_source` wrote."""
+    return source.startswith(_SETUP_FIRST_LINE + "\n")

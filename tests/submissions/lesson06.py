@@ -11,6 +11,7 @@ T_SWIGLU = "test_swiglu_correct"
 T_KERNELS = "test_your_kernels"
 T_MODEL = "test_swapped_model"
 T_DECODE = "test_decoding"   # the model again, decoding over the KV cache
+MATMUL_DEF = "def matmul(a: torch.Tensor, b: torch.Tensor, config=None) -> torch.Tensor:\n"
 
 # PyTorch does SwiGLU: Exercise 3a and the model (which calls swiglu in every layer), in the
 # prefill and decoding, fail under the guard; so do the timed cells that call swiglu, which need
@@ -55,6 +56,21 @@ SUBMISSIONS = [
                loses=(T_KERNELS, T_MODEL), reason="tolerance",
                details={T_MODEL: ("case (batch=", "first bad element")}),
     LIBRARY_SHORTCUT,
+    # Red team round 18: the lesson's tolerance table loosened through an alias (`|=` on a name
+    # bound to it, which the audit cannot follow) while the model check's own cell runs the model
+    # on these kernels. The kernels are right, but the model cells read a table the learner's
+    # code changed, so they fail and say so (tilegym_edu.lesson_data).
+    Submission("loosens_the_tolerance_through_an_alias",
+               {KERNELS: (MATMUL_DEF, "def loosen_the_tolerance():\n"
+                                      "    try:\n"
+                                      "        tolerance = MODEL_TOLERANCE\n"
+                                      "    except NameError:\n"
+                                      "        return\n"
+                                      "    tolerance |= {torch.float32: 1e30,"
+                                      " torch.float16: 1e30}\n"
+                                      f"\n\n{MATMUL_DEF}    loosen_the_tolerance()\n")},
+               loses=(T_MODEL, T_DECODE), reason="LessonDataChanged: your code changed "
+               "`MODEL_TOLERANCE`"),
     # Lesson 04's attention for every shape with its causal mask aligned to the start: the prompt
     # (as many queries as keys) comes out right, each decoding step's queries miss the keys of
     # the blocks before the diagonal. Only the decoding check fails: the prefill runs on
