@@ -1655,9 +1655,13 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # busiest then has 1.004 times the mean. With q double-buffered as well (the producer loads the next
 # tile's q while this one computes), the last row went from 0.954x to 1.021x cuDNN, and
 # grouped-query attention (B4 H32/KV8 S4096 D128 causal) from 1.003x to 1.086x. The non-causal rows
-# at head size 128 lost 1.5-2.5% meanwhile: their tiles are all alike, so their schedule did not
-# change, and the second q buffer's shared memory is the likeliest cost (not yet measured apart).
-# They stay at 0.99x and 0.98x cuDNN.
+# at head size 128 lost 1.5-2.5% meanwhile (0.99x and 0.98x cuDNN): their tiles are all alike, so
+# their schedule did not change. Measured apart on an H100 (run 54), the second q buffer was the
+# cost: without a mask one buffer ran 1.7% faster at B4 H32 S4096 D128 and 1.0% at B16 H16
+# S1024, while on the causal row two buffers ran 5-11% faster. Only causal grids get two buffers
+# now, and on the H100 (run 55) the two rows ran at 1.007x and 0.988x cuDNN. The second is short
+# of cuDNN on both GPUs: its 2,048 tiles make 15.5 rounds of 132 programs, and the last half
+# round leaves half the SMs idle (the likeliest loss, not yet measured).
 #
 # The exercises stay in Triton: Gluon kernels run only on the GPU they were written for, never in
 # the interpreter, and a learner without a Hopper GPU could not run them.

@@ -18,14 +18,16 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
   each key/value block;
 * ``persistent``: the same, one program per SM taking tile after tile, a share of the tiles
   the host balances (tile_schedule: causal tiles are unequal, and handed out in turn they
-  left the slowest program 1.19x the mean work at B8 H16 S2048), the next tile's q loaded
-  while this one computes.
+  left the slowest program 1.19x the mean work at B8 H16 S2048), on a causal grid the next
+  tile's q loaded while this one computes.
 
 On an H200 (2026-12-05, run 49 in docs/results/h200.md) the tuned forward ran at 0.98-1.10x
 cuDNN on issue 18's six rows: 1.10x at 16k causal, 1.04x at head size 64 (three consumer
 warpgroups), 1.02x at B8 H16 S2048 D64 causal (the balanced persistent grid: 0.95x before, on
 flash.py), 1.00x at head size 128 causal, and 0.99x and 0.98x on the two non-causal rows at head
-size 128 (1.01x and 1.00x before q was double-buffered, which is the likeliest cost there).
+size 128 (1.01x and 1.00x before q was double-buffered). On an H100 (run 55), with q
+double-buffered on causal grids only (q_buffers), 1.007x and 0.988x on those two rows and
+1.00-1.10x on the other five measured.
 
 Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
 head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
@@ -473,7 +475,7 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     head) bh) come from a host-made schedule (tile_schedule): program p takes order[
     starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
     balanced share of them, whose next q the producer loads while this tile computes where
-    there are Q_BUFFERS = 2 q buffers (q_buffers). PARTIAL: seq_q is not a multiple of BLOCK_M
+    there are Q_BUFFERS = 2 q buffers (q_buffers: causal persistent grids). PARTIAL: seq_q is not a multiple of BLOCK_M
     (each head's last tile runs past it). Other arguments as hopper_flash_kernel's, q's
     descriptor in blocks of CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer)
     plus the other consumers' 4 warps each and the producer's 1. Two consumers run with 240
