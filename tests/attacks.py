@@ -94,6 +94,13 @@ ATTACKS = [
            "@triton.jit\ndef keeper_kernel(x_ptr):\n    kept = box_kernel.kwargs", "kernel"),
     Attack(2, "kernel_calls_what_it_took", "@triton.jit\ndef caller_kernel(x_ptr):\n"
            "    work = x_ptr.get(0)\n    work()", "kernel"),
+    # round 19: a list Triton's dtype class shares across the process kept tiles between
+    # programs; PyTorch's copies called from a kernel
+    Attack(2, "shared_triton_list", "box = tl.dtype.OTHER_TYPES", "attribute"),
+    Attack(2, "kernel_keeps_in_triton_s_list", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
+           "    box = x_ptr.dtype.FP_TYPES", "attribute"),
+    Attack(2, "kernel_calls_pytorch", "@triton.jit\ndef copier_kernel(x_ptr):\n"
+           "    torch.zeros(4)", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

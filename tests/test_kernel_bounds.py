@@ -84,3 +84,45 @@ def test_a_kernel_given_to_a_kernel_is_refused():
     kernel, which the receiving kernel's body then called."""
     with pytest.raises(Exception, match="argument `WORK` is a Heuristics"):
         _calls_its_argument[(1,)](torch.zeros(1), WORK=_holder)
+
+
+KEPT = []   # a list a kernel could keep tiles in between programs (round 19)
+SCALE = tl.constexpr(2)
+
+
+@triton.jit
+def _keeps_in_a_global_list(x_ptr, n, BLOCK: tl.constexpr):
+    box = KEPT
+    box += [tl.load(x_ptr + tl.arange(0, BLOCK), mask=tl.arange(0, BLOCK) < n)]
+
+
+@triton.jit
+def _calls_pytorch(x_ptr):
+    torch.ones(1)
+
+
+@triton.jit
+def _scales(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * SCALE,
+             mask=offsets < n)
+
+
+def test_a_kernel_reading_a_global_list_is_refused_before_it_runs():
+    refused = "`_keeps_in_a_global_list` reads the global `KEPT`, a list"
+    with pytest.raises(Exception, match=refused):
+        _keeps_in_a_global_list[(1,)](torch.randn(4), 4, BLOCK=4)
+    assert KEPT == []
+
+
+def test_a_pytorch_operation_while_the_programs_run_is_refused_and_the_mode_is_left():
+    with pytest.raises(Exception, match="`_calls_pytorch` ran the PyTorch operation `aten.ones"):
+        _calls_pytorch[(1,)](torch.randn(4))
+    x = torch.randn(4)
+    assert torch.equal(x + 0, x), "PyTorch works again after the refused launch"
+
+
+def test_globals_of_a_kind_a_kernel_may_read_run():
+    x = torch.ones(8)
+    _scales[(1,)](x, 8, BLOCK=8)
+    assert torch.equal(x, torch.full((8,), 2.0))

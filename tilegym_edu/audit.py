@@ -180,7 +180,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
     "tilegym_edu.write_guard", "tilegym_edu.api_names", "tilegym_edu.handed_in",
-    "tilegym_edu.kernel_bounds",
+    "tilegym_edu.kernel_bounds", "tilegym_edu.lesson_data",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)
@@ -411,7 +411,46 @@ def _import_allowed(module: str) -> bool:
 
 
 def _forbidden_attribute(name: str) -> bool:
-    return name in FORBIDDEN_ATTRIBUTES or name.startswith(_FORBIDDEN_PREFIXES)
+    return (name in FORBIDDEN_ATTRIBUTES or name.startswith(_FORBIDDEN_PREFIXES)
+            or name in shared_triton_containers())
+
+
+@functools.cache
+def shared_triton_containers() -> frozenset[str]:
+    """Names of the lists, dicts and sets Triton's value classes hold (``tl.dtype.OTHER_TYPES``
+    ...): one object for the whole process, reachable from any kernel through any value's
+    dtype. Round 19 kept tiles in one between programs and launches."""
+    return frozenset(name for cls in _kernel_value_classes() for name in dir(cls)
+                     if not name.startswith("_")
+                     and isinstance(getattr(cls, name, None), (list, dict, set, bytearray)))
+
+
+def _kernel_value_classes() -> list[type]:
+    """The classes of what a kernel computes with: tensors, descriptors, dtypes, constexprs."""
+    import triton.language as tl
+    return [cls for cls in (getattr(tl, name, None) for name in (
+        "tensor", "tensor_descriptor_base", "tensor_descriptor", "dtype", "constexpr",
+        "pointer_type", "block_type")) if cls is not None]
+
+
+def _kernel_module_value_refused(module: str, parts: list[str]) -> str:
+    """Why a kernel may not read ``module.parts...`` ('' if it may): what a kernel reads of a
+    module is a module, a class, a function, a dtype or a constant, never a container or other
+    object that would outlive the program (round 19's stash was a list of Triton's)."""
+    import triton.language as tl
+    obj = importlib.import_module(module)
+    for part in parts:
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
+            return ""
+    if (isinstance(obj, (types.ModuleType, type, tl.dtype, tl.constexpr, bool, int, float, str))
+            or obj is None or callable(obj)):
+        return ""
+    if isinstance(obj, (tuple, frozenset)) and all(
+            isinstance(v, (tl.dtype, bool, int, float, str)) for v in obj):
+        return ""
+    return f"a {type(obj).__name__}, which every program and launch would share"
 
 
 @functools.cache
@@ -419,11 +458,7 @@ def kernel_methods() -> frozenset[str]:
     """The public methods and attributes of Triton's values in a kernel (tensors, tensor
     descriptors, dtypes, constexprs), as this Triton has them: what a kernel may call on a
     value."""
-    import triton.language as tl
-    classes = [getattr(tl, name, None) for name in (
-        "tensor", "tensor_descriptor_base", "tensor_descriptor", "dtype", "constexpr",
-        "pointer_type", "block_type")]
-    return frozenset(name for cls in classes if cls is not None for name in dir(cls)
+    return frozenset(name for cls in _kernel_value_classes() for name in dir(cls)
                      if not name.startswith("_"))
 
 
@@ -588,6 +623,12 @@ class _Auditor(ast.NodeVisitor):
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call):
                 self.check_kernel_call(inner, local)
+            dotted = _dotted(inner) if isinstance(inner, ast.Attribute) else None
+            root = dotted.split(".")[0] if dotted else None
+            if root and root not in local and self.module_of(root):
+                why = _kernel_module_value_refused(self.module_of(root), dotted.split(".")[1:])
+                if why:
+                    self.refuse(inner, "kernel", f"`{dotted}` in a Triton kernel: it is {why}")
             if (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
                     and inner.value.id not in local and not self.module_of(inner.value.id)):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel reads "
@@ -632,11 +673,15 @@ class _Auditor(ast.NodeVisitor):
             root = function.value
             while isinstance(root, ast.Attribute):
                 root = root.value
-            if isinstance(root, ast.Name) and self.module_of(root.id):
+            module = self.module_of(root.id) if isinstance(root, ast.Name) else None
+            if module and module.split(".")[0] in ("triton", "math"):
                 return               # tl.load, tl.math.exp2, triton.cdiv ...
-            if function.attr in kernel_methods():
+            if module:
+                what = f"`{module}`'s functions (in the interpreter they would run mid-launch)"
+            elif function.attr in kernel_methods():
                 return               # x.to(...), acc.reshape(...), desc.load(...)
-            what = f"the method `{function.attr}`, which Triton's values do not have"
+            else:
+                what = f"the method `{function.attr}`, which Triton's values do not have"
         else:
             what = "the result of an expression"
         self.refuse(call, "kernel", f"`{ast.unparse(call)}`: a Triton kernel calls {what}; it "
@@ -1016,6 +1061,9 @@ def _attribute_reason(name: str) -> str:
         return "private and dunder attributes belong to the library"
     if name.startswith(("register_", "set_")):
         return "hooks and global settings change what the tests run"
+    if name in shared_triton_containers():
+        return ("it is a list, dict or set Triton's classes share across the whole process "
+                "(round 19 kept tiles in one)")
     return _ATTRIBUTE_REASONS.get(name, "it reaches outside kernel code")
 
 

@@ -11,24 +11,31 @@ in the storage of a tensor (or tensor descriptor) among the launch's arguments, 
 :class:`OutOfBounds` names the kernel and what to do. A launch's arguments may be only tensors
 (not as constexprs), numbers, strings, dtypes and tuples of them, and a kernel may not
 launch another (rounds 15 and 16: a tensor or a function given as a constexpr ran PyTorch's
-copies, or kept loaded values, in the middle of the launch). On a GPU, compiled kernels are not
-affected; ``count_traffic`` runs them through the interpreter, and there they are checked too.
+copies, or kept loaded values, in the middle of the launch). While its programs run, no PyTorch
+operation may run, and the globals a kernel (and each kernel it calls) reads may be only
+modules, kernels, Triton's and Python's builtin functions, dtypes, numbers, strings and tuples of
+them (round 19 ran PyTorch's copies from an object's method in the middle of a launch, and kept
+tiles in a list a kernel could reach). On a GPU, compiled kernels are not affected;
+``count_traffic`` runs them through the interpreter, and there they are checked too.
 """
 from __future__ import annotations
 
 import inspect
+import types
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class OutOfBounds(Exception):
     """A kernel in Triton's interpreter touched memory outside the tensors it was given."""
 
 
-#: the running launch, if any (a kernel cannot launch another): its kernel's name and its
-#: arguments' storages as (first address, one past the last)
-_launches: list[tuple[str, list[tuple[int, int]]]] = []
+#: the running launch, if any (a kernel cannot launch another): its kernel's name, its
+#: arguments' storages as (first address, one past the last), and the mode that refuses PyTorch
+#: while its programs run
+_launches: list[tuple[str, list[tuple[int, int]], "_NoTorch"]] = []
 
 
 def _storage_ranges(values) -> list[tuple[int, int]]:
@@ -68,6 +75,67 @@ def _refused(value, constexpr: bool) -> str:
     return f"a {type(value).__name__}"
 
 
+class _NoTorch(TorchDispatchMode):
+    """Entered while an interpreted launch's programs run: any PyTorch operation raises."""
+
+    def __init__(self, kernel: str):
+        super().__init__()
+        self.kernel = kernel
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        raise OutOfBounds(f"kernel `{self.kernel}` ran the PyTorch operation `{func}` while its "
+                          "programs ran: a kernel computes with `tl`'s operations only (in the "
+                          "interpreter PyTorch would run as Python in the middle of the launch)")
+
+
+def _global_refused(value) -> str:
+    """What is wrong with ``value`` as a global a kernel reads ('' if nothing; a kernel is
+    checked by :func:`check_globals` in its turn)."""
+    import triton.language as tl
+    if isinstance(value, tuple):
+        return next((why for v in value if (why := _global_refused(v))), "")
+    if isinstance(value, tl.constexpr):
+        return _global_refused(value.value)
+    if (isinstance(value, (types.ModuleType, types.BuiltinFunctionType, bool, int, float, str,
+                           np.number, torch.dtype, tl.dtype)) or value is None
+            or (isinstance(value, type) and value.__module__ == "builtins")):
+        return ""
+    if (getattr(value, "__module__", None) or "").split(".")[0] == "triton" or (
+            type(value).__module__.split(".")[0] == "triton"):
+        return ""   # tl.load, triton.cdiv, what the interpreter puts in a kernel's globals
+    return f"a {type(value).__name__}"
+
+
+def _kernel_function(value):
+    """The Python function of a Triton kernel (None for anything else)."""
+    fn = getattr(value, "fn", None)
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
+def check_globals(fn, seen: set | None = None) -> None:
+    """Raise OutOfBounds unless every global ``fn`` (a kernel's Python function) reads, and those
+    of each kernel it calls, is of a kind a kernel may read (:func:`_global_refused`)."""
+    seen = set() if seen is None else seen
+    if id(fn) in seen:
+        return
+    seen.add(id(fn))
+    names = set(fn.__code__.co_names)
+    for code in fn.__code__.co_consts:   # comprehensions' own code objects
+        if isinstance(code, types.CodeType):
+            names |= set(code.co_names)
+    for name in sorted(names & fn.__globals__.keys()):
+        value = fn.__globals__[name]
+        inner = _kernel_function(value)
+        if inner is not None:
+            check_globals(inner, seen)
+            continue
+        why = _global_refused(value)
+        if why:
+            raise OutOfBounds(f"kernel `{fn.__name__}` reads the global `{name}`, {why}: a kernel "
+                              "reads tl, other kernels, numbers, strings and dtypes; pass "
+                              "anything else as an argument")
+
+
 def check_addresses(pointers: np.ndarray, mask: np.ndarray | None, element_bytes: int,
                     what: str) -> None:
     """Raise OutOfBounds unless every address of ``pointers`` (where ``mask`` is on) and the
@@ -75,7 +143,7 @@ def check_addresses(pointers: np.ndarray, mask: np.ndarray | None, element_bytes
     if not _launches:
         raise OutOfBounds(f"a Triton function {what} memory outside a kernel launch: launch "
                           "kernels with kernel[grid](...)")
-    kernel, ranges = _launches[-1]
+    kernel, ranges, _ = _launches[-1]
     addresses = np.asarray(pointers, dtype=np.uint64).reshape(-1)
     if mask is not None:
         addresses = addresses[np.asarray(mask, dtype=bool).reshape(-1)]
@@ -89,6 +157,13 @@ def check_addresses(pointers: np.ndarray, mask: np.ndarray | None, element_bytes
                           "in the wrong units, a missing mask, or a pointer made from an integer)")
 
 
+def _leave(mode: _NoTorch) -> None:
+    """Leave ``mode`` if this launch entered it and has not left it yet."""
+    if getattr(mode, "tilegym_entered", False):
+        mode.tilegym_entered = False
+        mode.__exit__(None, None, None)
+
+
 def confine() -> None:
     """Patch Triton's interpreter (once): a launch records its arguments' storages, and every
     load, store and atomic checks its addresses against them (check_addresses)."""
@@ -97,6 +172,7 @@ def confine() -> None:
     if getattr(executor, "tilegym_confined", False):
         return
     init_args, call = executor._init_args_hst, executor.__call__
+    restore_args = executor._restore_args_dev
     load, store = builder.create_masked_load, builder.create_masked_store
     atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
 
@@ -112,20 +188,28 @@ def confine() -> None:
                 raise OutOfBounds(f"kernel `{self.fn.__name__}`'s argument `{name}` is {why}: "
                                   "pass tensors (as pointers, without tl.constexpr), numbers, "
                                   "strings, dtypes and tuples of them")
+        check_globals(self.fn)
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))
+        no_torch = _launches[-1][2]
+        no_torch.__enter__()          # the programs run next; restore_args leaves it
+        no_torch.tilegym_entered = True
         return args_hst, kwargs_hst
+
+    def unguarded_restore_args(self, *args, **kwargs):
+        _leave(_launches[-1][2])
+        return restore_args(self, *args, **kwargs)
 
     def confined_call(self, *args, **kwargs):
         name = getattr(self.fn, "__name__", "kernel")
         if _launches:
             raise OutOfBounds(f"kernel `{_launches[-1][0]}` launched `{name}` from inside "
                               "itself: real Triton cannot; launch kernels from Python")
-        _launches.append((name, []))
+        _launches.append((name, [], _NoTorch(name)))
         try:
             return call(self, *args, **kwargs)
         finally:
-            _launches.pop()
+            _leave(_launches.pop()[2])
 
     def checked_load(self, ptrs, mask, *rest, **kwargs):
         check_addresses(ptrs.data, mask.data, bytes_of(ptrs), "loaded from")
@@ -144,6 +228,7 @@ def confine() -> None:
         return atomic_cas(self, ptr, *rest, **kwargs)
 
     executor._init_args_hst, executor.__call__ = recorded_init_args, confined_call
+    executor._restore_args_dev = unguarded_restore_args
     builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = checked_atomic_rmw, checked_atomic_cas
     executor.tilegym_confined = True

@@ -2,8 +2,8 @@
 
 SUBMISSIONS are graded in interpreter mode (tests/test_lessons.py): the plain-Python exercises.
 cuTile has no CPU interpreter, so the wrong cuTile kernels (CUTILE_SUBMISSIONS) are graded only on
-a GPU with cuTile (tests/gpu/test_lessons_gpu.py); each was compiled offline for sm_90 with
-cuda-tile 1.7.0, so it fails by what it computes, not by failing to compile."""
+a GPU with cuTile (tests/gpu/test_lessons_gpu.py); each cuTile one was compiled offline for sm_90
+with cuda-tile 1.7.0, so it fails by what it computes, not by failing to compile."""
 from tests.submissions import OnGpu, Submission
 
 TILES = "tile_arithmetic_solution"
@@ -12,6 +12,38 @@ SILU = "silu_mul_solution"
 MATMUL = "matmul_solution"
 PERSISTENT = "persistent_solution"
 FLASH = "flash_attention_solution"
+
+#: lesson 02's tiled matmul in Triton, as a learner might paste it into lesson 07 (the cuTile
+#: matmul it replaces is kept, renamed)
+TRITON_MATMUL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def triton_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k in range(0, K, BLOCK):
+        rk = k + tl.arange(0, BLOCK)
+        x = tl.load(a_ptr + rm[:, None] * K + rk[None, :],
+                    mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        y = tl.load(b_ptr + rk[:, None] * N + rn[None, :],
+                    mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, y)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul(a, b, config=None):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    triton_matmul_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](a, b, c, M, N, K, BLOCK=64)
+    return c
+
+
+"""
 
 SUBMISSIONS = [
     # The span is not clipped at the edge of the array: the padding counted as elements read.
@@ -60,6 +92,16 @@ CUTILE_SUBMISSIONS = [
     Submission("library_shortcut",
                {MATMUL: ("    check_matmul_inputs(a, b)\n", "    return torch.matmul(a, b)\n")},
                loses=("test_matmul_correct",), reason="LibraryShortcut"),
+    # Lesson 02's tiled matmul in Triton instead of cuTile: right, and as fast as lesson 02's,
+    # but this lesson grades cuTile kernels, so its setup cell refuses Triton launches in graded
+    # calls (grading.refuse_triton_in_graded_calls): the correctness cell and, through the same
+    # guarded call, the speed cell (ALSO_LOSES).
+    Submission("matmul_in_triton",
+               {MATMUL: ("def matmul(a: torch.Tensor, b: torch.Tensor,\n           config",
+                         TRITON_MATMUL + "def cutile_matmul(a: torch.Tensor, b: torch.Tensor,\n"
+                                         "                  config")},
+               loses=("test_matmul_correct",),
+               reason="LibraryShortcut: the graded call launched the Triton kernel"),
     # 16 x 16 x 16 tiles by default: correct everywhere, but each block reuses a loaded element
     # only 16 times, far too few to feed the tensor cores.
     Submission("matmul_with_tiny_tiles",
@@ -74,7 +116,8 @@ CUTILE_SUBMISSIONS = [
 #: reference measured 1.05x with zero padding; the library shortcut is refused in the speed cell
 #: too (not yet graded on a GPU: added after run r)
 ALSO_LOSES = {"persistent_without_zero_padding": ("test_persistent_speed",),
-              "library_shortcut": ("test_matmul_speed",)}
+              "library_shortcut": ("test_matmul_speed",),
+              "matmul_in_triton": ("test_matmul_speed",)}
 
 #: graded on a GPU with cuTile (tests/gpu/test_lessons_gpu.py)
 GPU_SUBMISSIONS = [OnGpu(submission, also_loses=ALSO_LOSES.get(submission.name, ()))

@@ -475,11 +475,12 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     head) bh) come from a host-made schedule (tile_schedule): program p takes order[
     starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
     balanced share of them, whose next q the producer loads while this tile computes where
-    there are Q_BUFFERS = 2 q buffers (q_buffers: causal persistent grids). PARTIAL: seq_q is not a multiple of BLOCK_M
-    (each head's last tile runs past it). Other arguments as hopper_flash_kernel's, q's
-    descriptor in blocks of CONSUMER_ROWS rows; launched with num_warps=4 (the first consumer)
-    plus the other consumers' 4 warps each and the producer's 1. Two consumers run with 240
-    registers a thread each, three with 160 (the 64K of an SM shared among 16 warps)."""
+    there are Q_BUFFERS = 2 q buffers (q_buffers: causal persistent grids). PARTIAL: seq_q is
+    not a multiple of BLOCK_M (each head's last tile runs past it). Other arguments as
+    hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows; launched with
+    num_warps=4 (the first consumer) plus the other consumers' 4 warps each and the producer's
+    1. Two consumers run with 240 registers a thread each, three with 160 (the 64K of an SM
+    shared among 16 warps)."""
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [Q_BUFFERS * CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
