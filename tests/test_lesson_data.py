@@ -14,6 +14,14 @@ LESSON = ["TOLERANCE = {'fp16': 1e-2}\nLAYERS = {'a': {'N': 32}}\nscratch = 1",
 TESTS = ["ok = run(TOLERANCE, LAYERS['a'])\nassert ok", "checker(3)", "scratch = 2\nscratch"]
 
 
+@pytest.fixture(autouse=True)
+def no_keeper_left():
+    """Each Kept made here becomes the process's keeper (grading checks it): none outlives its
+    test."""
+    yield
+    lesson_data._keeper.clear()
+
+
 def test_protected_are_the_lesson_s_values_its_tests_or_functions_read():
     assert lesson_data.protected_names(LESSON, TESTS) == {"TOLERANCE", "LAYERS", "SCALE"}
 
@@ -64,3 +72,20 @@ def test_a_value_the_lesson_binds_again_is_kept_as_bound_again():
     namespace["TOLERANCE"] = {"fp16": 5e-2}
     keeper.keep(["TOLERANCE"])
     keeper.check()
+
+
+def test_the_grading_functions_check_the_keeper_as_they_finish():
+    """A value changed during a check and put back after it (by a callback at the end of the
+    cell, say) is caught by the check the grading functions make as they finish."""
+    from tilegym_edu import grading
+    namespace, keeper = kept(TOLERANCE={torch.float32: 1e-6})
+
+    def loosens(x):
+        namespace["TOLERANCE"][torch.float32] = 1e30
+        return torch.zeros_like(x)
+
+    with pytest.raises(LessonDataChanged, match="`TOLERANCE`"):
+        grading.assert_correct(loosens, lambda x: x + 1,
+                               lambda case, g: (torch.randn(4, generator=g),),
+                               [{"dtype": torch.float32}], seeds=(0,),
+                               tolerances=namespace["TOLERANCE"])

@@ -11,7 +11,9 @@ a copy of each such value as the lesson's cell left it, and each test cell ends 
   :meth:`Kept.keep` takes a copy (:func:`instrumented`): before the rest of the cell, which may
   call the learner's functions, runs;
 * each test cell ends with :meth:`Kept.check`, which fails the cell, naming the values, if any
-  protected value differs from its copy.
+  protected value differs from its copy; so do the grading functions (:func:`check_now`) as they
+  finish, before learner code that runs at the end of the cell (a plotting callback, round 19)
+  could put a changed value back.
 
 Which names are protected (:func:`protected_names`): those the lesson's own cells bind and the
 test cells, or the functions the lesson's cells define, read; less those a test cell binds
@@ -109,14 +111,27 @@ def _bound_at_top(statement: ast.stmt) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
+#: the keeper of this grading kernel (the last Kept made), which check_now consults
+_keeper: list["Kept"] = []
+
+
+def check_now() -> None:
+    """Kept.check of this grading kernel's keeper, if there is one: the grading functions call
+    it as they finish, so that what a check compared with is checked before learner code that
+    runs later (a callback at the end of the cell) could put a changed value back."""
+    if _keeper:
+        _keeper[-1].check()
+
+
 class Kept:
     """Copies of the protected values of ``namespace`` (the notebook's globals), taken as the
-    lesson's cells bind them."""
+    lesson's cells bind them; the keeper check_now consults from then on."""
 
     def __init__(self, namespace: MutableMapping[str, Any], protected: Iterable[str]):
         self.namespace = namespace
         self.protected = frozenset(protected)
         self.copies: dict[str, Any] = {}
+        _keeper[:] = [self]
 
     def keep(self, names: Iterable[str]) -> None:
         """The lesson has just bound ``names``: their values, as they are now, are the
