@@ -20,6 +20,7 @@ tiles in a list a kernel could reach). On a GPU, compiled kernels are not affect
 """
 from __future__ import annotations
 
+import dis
 import inspect
 import types
 
@@ -112,6 +113,17 @@ def _kernel_function(value):
     return fn if isinstance(fn, types.FunctionType) else None
 
 
+def _globals_read(code: types.CodeType) -> set[str]:
+    """The global names ``code`` loads (not the attribute names it reads: ``tl.cdiv`` reads no
+    global ``cdiv``), its comprehensions' and nested code's included."""
+    names = {i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _globals_read(const)
+    return names
+
+
 def check_globals(fn, seen: set | None = None) -> None:
     """Raise OutOfBounds unless every global ``fn`` (a kernel's Python function) reads, and those
     of each kernel it calls, is of a kind a kernel may read (:func:`_global_refused`)."""
@@ -119,11 +131,7 @@ def check_globals(fn, seen: set | None = None) -> None:
     if id(fn) in seen:
         return
     seen.add(id(fn))
-    names = set(fn.__code__.co_names)
-    for code in fn.__code__.co_consts:   # comprehensions' own code objects
-        if isinstance(code, types.CodeType):
-            names |= set(code.co_names)
-    for name in sorted(names & fn.__globals__.keys()):
+    for name in sorted(_globals_read(fn.__code__) & fn.__globals__.keys()):
         value = fn.__globals__[name]
         inner = _kernel_function(value)
         if inner is not None:
