@@ -101,6 +101,13 @@ ATTACKS = [
            "    box = x_ptr.dtype.FP_TYPES", "attribute"),
     Attack(2, "kernel_calls_pytorch", "@triton.jit\ndef copier_kernel(x_ptr):\n"
            "    torch.zeros(4)", "kernel"),
+    # round 20: round 18's kernel object reached through a local alias, and its dict directly
+    Attack(2, "kernel_held_in_a_local", "@triton.jit\ndef box_kernel(x_ptr):\n    pass\n"
+           "@triton.jit\ndef keeper_kernel(x_ptr):\n    holder = box_kernel", "kernel"),
+    Attack(2, "tl_function_held_in_a_local", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
+           "    f = tl.cdiv", "kernel"),
+    Attack(2, "kernel_object_dict", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
+           "    store = x_ptr.kwargs", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

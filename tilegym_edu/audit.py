@@ -433,6 +433,38 @@ def _kernel_value_classes() -> list[type]:
         "pointer_type", "block_type")) if cls is not None]
 
 
+def _sample_kernel_function(x):
+    """A function to make kernel objects of (kernel_object_attributes)."""
+    return x
+
+
+@functools.cache
+def kernel_object_attributes() -> frozenset[str]:
+    """The attributes a kernel object carries (its function, its arguments' names, a dict of
+    options ...), less those Triton's values have: a kernel never reads them, and round 20
+    kept tiles in one (``kwargs``)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    names = set(vars(InterpretedFunction(_sample_kernel_function)))
+    try:
+        names |= set(vars(JITFunction(_sample_kernel_function)))
+    except Exception:  # noqa: BLE001 - a Triton that cannot make one here: the interpreter's
+        pass
+    return frozenset(n for n in names if not n.startswith("_")) - kernel_methods()
+
+
+def _kernel_module_callable(module: str, parts: list[str]) -> bool:
+    """Whether ``module.parts...`` is a function, class or kernel (not a dtype or constant)."""
+    import triton.language as tl
+    obj = importlib.import_module(module)
+    for part in parts:
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
+            return False
+    return callable(obj) and not isinstance(obj, (type, tl.dtype))
+
+
 def _kernel_module_value_refused(module: str, parts: list[str]) -> str:
     """Why a kernel may not read ``module.parts...`` ('' if it may): what a kernel reads of a
     module is a module, a class, a function, a dtype or a constant, never a container or other
@@ -620,9 +652,19 @@ class _Auditor(ast.NodeVisitor):
         parameters = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
                                       *node.args.kwonlyargs]}
         local = _local_names(node)
+        parents = {child: parent for parent in ast.walk(node)
+                   for child in ast.iter_child_nodes(parent)}
+        body = {id(n) for statement in node.body for n in ast.walk(statement)}
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call):
                 self.check_kernel_call(inner, local)
+            if id(inner) in body:    # not the decorators and annotations
+                self.check_kernel_held_by_name(inner, parents.get(inner), local)
+            if (isinstance(inner, ast.Attribute) and inner.attr in kernel_object_attributes()
+                    and self.lesson.may_read(inner.attr)):   # else refused as not public
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel reads no "
+                            "attribute of a kernel object (round 20 kept tiles in one's "
+                            "`kwargs` dict)")
             dotted = _dotted(inner) if isinstance(inner, ast.Attribute) else None
             root = dotted.split(".")[0] if dotted else None
             if root and root not in local and self.module_of(root):
@@ -657,6 +699,29 @@ class _Auditor(ast.NodeVisitor):
                   and isinstance(inner.ctx, ast.Load)):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a kernel launched from "
                             "inside a kernel (real Triton cannot; launch kernels from Python)")
+
+    def check_kernel_held_by_name(self, node: ast.AST, parent: ast.AST | None,
+                                  local: set[str]) -> None:
+        """In a kernel, another kernel, or a function of a module, is called by name (or handed
+        to a call, as ``tl.reduce``'s combine function is), never kept in a local: through a
+        local alias, round 20 read a kernel object's ``kwargs`` dict."""
+        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+            return
+        if isinstance(parent, ast.Attribute) or (
+                isinstance(parent, ast.Call) and (parent.func is node or node in parent.args)):
+            return
+        if isinstance(parent, ast.keyword):
+            return
+        if isinstance(node, ast.Name):
+            held = (node.id not in local and node.id in self.cell_kernels | self.lesson.kernels)
+        else:
+            dotted = _dotted(node)
+            root = dotted.split(".")[0] if dotted else None
+            held = bool(root and root not in local and self.module_of(root)
+                        and _kernel_module_callable(self.module_of(root), dotted.split(".")[1:]))
+        if held:
+            self.refuse(node, "kernel", f"`{ast.unparse(node)}` in a Triton kernel: call it by "
+                        "name (or hand it to a call); a kernel keeps no function in a local")
 
     def check_kernel_call(self, call: ast.Call, local: set[str]) -> None:
         """A call in a Triton kernel: of ``tl``'s (or another module's) functions, of a kernel
