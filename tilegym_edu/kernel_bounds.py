@@ -21,6 +21,7 @@ tiles in a list a kernel could reach). On a GPU, compiled kernels are not affect
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 import types
 
@@ -113,7 +114,8 @@ def _kernel_function(value):
     return fn if isinstance(fn, types.FunctionType) else None
 
 
-def _globals_read(code: types.CodeType) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _globals_read(code: types.CodeType) -> frozenset[str]:
     """The global names ``code`` loads (not the attribute names it reads: ``tl.cdiv`` reads no
     global ``cdiv``), its comprehensions' and nested code's included."""
     names = {i.argval for i in dis.get_instructions(code)
@@ -121,7 +123,7 @@ def _globals_read(code: types.CodeType) -> set[str]:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _globals_read(const)
-    return names
+    return frozenset(names)
 
 
 def check_globals(fn, seen: set | None = None) -> None:
