@@ -108,6 +108,9 @@ ATTACKS = [
            "    f = tl.cdiv", "kernel"),
     Attack(2, "kernel_object_dict", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
            "    store = x_ptr.kwargs", "kernel"),
+    # round 21: the list inside a Triton tuple (a descriptor's shape), one for every program
+    Attack(2, "kernel_keeps_in_a_tuple_s_list", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
+           "    store = x_ptr.shape.values", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

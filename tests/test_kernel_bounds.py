@@ -126,3 +126,16 @@ def test_globals_of_a_kind_a_kernel_may_read_run():
     x = torch.ones(8)
     _scales[(1,)](x, 8, BLOCK=8)
     assert torch.equal(x, torch.full((8,), 2.0))
+
+
+def test_what_a_grid_function_puts_in_its_arguments_does_not_reach_the_kernel():
+    """Round 21: the interpreter handed the grid function the very dict of (checked) arguments
+    it then launched with, and a grid function put a Python list there for the kernel."""
+    x = torch.ones(8)
+
+    def grid(meta):
+        meta["x_ptr"] = [1, 2, 3]
+        return (1,)
+
+    _scales[grid](x, 8, BLOCK=8)
+    assert torch.equal(x, torch.full((8,), 2.0))

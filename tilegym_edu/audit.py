@@ -425,6 +425,20 @@ def shared_triton_containers() -> frozenset[str]:
                      and isinstance(getattr(cls, name, None), (list, dict, set, bytearray)))
 
 
+@functools.cache
+def triton_value_containers() -> frozenset[str]:
+    """Names of the lists, dicts and sets Triton's values hold in themselves (a tuple's
+    ``values``, a tuple type's ``types``): in the interpreter one such list serves every
+    program of a launch, and round 21 kept tiles in a descriptor's ``shape.values``."""
+    import triton.language as tl
+    samples = [tl.pointer_type(tl.float32), tl.block_type(tl.float32, [16])]
+    if hasattr(tl, "tuple"):
+        pair = tl.tuple([tl.constexpr(1), tl.constexpr(2)])
+        samples += [pair, pair.type]
+    return frozenset(name for sample in samples for name, value in vars(sample).items()
+                     if isinstance(value, (list, dict, set, bytearray)))
+
+
 def _kernel_value_classes() -> list[type]:
     """The classes of what a kernel computes with: tensors, descriptors, dtypes, constexprs."""
     import triton.language as tl
@@ -660,6 +674,11 @@ class _Auditor(ast.NodeVisitor):
                 self.check_kernel_call(inner, local)
             if id(inner) in body:    # not the decorators and annotations
                 self.check_kernel_held_by_name(inner, parents.get(inner), local)
+            if (isinstance(inner, ast.Attribute) and inner.attr in triton_value_containers()
+                    and self.lesson.may_read(inner.attr)):   # else refused as not public
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel reads no "
+                            "list inside a Triton value (round 21 kept tiles in a tensor "
+                            "descriptor's `shape.values`, one list for every program)")
             if (isinstance(inner, ast.Attribute) and inner.attr in kernel_object_attributes()
                     and self.lesson.may_read(inner.attr)):   # else refused as not public
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a Triton kernel reads no "
