@@ -467,16 +467,26 @@ def kernel_object_attributes() -> frozenset[str]:
     return frozenset(n for n in names if not n.startswith("_")) - kernel_methods()
 
 
-def _kernel_module_callable(module: str, parts: list[str]) -> bool:
-    """Whether ``module.parts...`` is a function, class or kernel (not a dtype or constant)."""
-    import triton.language as tl
+#: what _module_object returns for a chain that does not resolve (it fails when it runs)
+_MISSING = object()
+
+
+def _module_object(module: str, parts: list[str]) -> object:
+    """The object ``module.parts...`` names, or _MISSING."""
     obj = importlib.import_module(module)
     for part in parts:
         try:
             obj = getattr(obj, part)
         except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
-            return False
-    return callable(obj) and not isinstance(obj, (type, tl.dtype))
+            return _MISSING
+    return obj
+
+
+def _kernel_module_callable(module: str, parts: list[str]) -> bool:
+    """Whether ``module.parts...`` is a function, class or kernel (not a dtype or constant)."""
+    import triton.language as tl
+    obj = _module_object(module, parts)
+    return obj is not _MISSING and callable(obj) and not isinstance(obj, (type, tl.dtype))
 
 
 def _kernel_module_value_refused(module: str, parts: list[str]) -> str:
@@ -484,14 +494,9 @@ def _kernel_module_value_refused(module: str, parts: list[str]) -> str:
     module is a module, a class, a function, a dtype or a constant, never a container or other
     object that would outlive the program (round 19's stash was a list of Triton's)."""
     import triton.language as tl
-    obj = importlib.import_module(module)
-    for part in parts:
-        try:
-            obj = getattr(obj, part)
-        except Exception:  # noqa: BLE001 - no such attribute: it fails when it runs
-            return ""
+    obj = _module_object(module, parts)
     if (isinstance(obj, (types.ModuleType, type, tl.dtype, tl.constexpr, bool, int, float, str))
-            or obj is None or callable(obj)):
+            or obj is None or obj is _MISSING or callable(obj)):
         return ""
     if isinstance(obj, (tuple, frozenset)) and all(
             isinstance(v, (tl.dtype, bool, int, float, str)) for v in obj):

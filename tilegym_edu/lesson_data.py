@@ -43,11 +43,8 @@ def protected_names(lesson_sources: Iterable[str], test_sources: Iterable[str]) 
     for source in lesson_sources:
         tree = _parse(source)
         for statement in tree.body:
-            if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = (statement.targets if isinstance(statement, ast.Assign)
-                           else [statement.target])
-                bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound |= _bound_at_top(statement)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 read_in_functions |= _globals_read(statement)
     read_by_tests, bound_by_tests = set(), set()
     for source in test_sources:
