@@ -256,15 +256,17 @@ def test_a_cell_ipython_would_rewrite_is_refused(source):
     assert [r.rule for r in refusals] == ["syntax"] and "IPython would run" in refusals[0].message
 
 
-def test_names_only_the_test_cells_bind_are_the_tests_own():
+def test_every_name_a_test_cell_binds_is_the_tests_own():
     """Round 8 of the red team returned a hidden test's own `rules(...)` from the learner's
-    function; the test cells' names (hidden tests included, from the lesson's source) are
-    refused in learner code, names the lesson's other cells also bind are not."""
+    function; round 22 read the test loop's matrix `x` and the hidden expected value `counted`,
+    names a lesson cell also binds. Every name a test cell binds (hidden tests included, from
+    the lesson's source), imports aside, is refused in learner code."""
     names = audit.lesson_names(["shared = 1"],
                                ["import math\ndef rules(n):\n    return n\nshared = 2"])
-    assert names.tests == {"rules"}
-    refused = audit.audit("def answer(n):\n    return rules(n) + shared", names)
-    assert [(r.rule, "rules" in r.message) for r in refused] == [("lesson name", True)]
+    assert names.tests == {"rules", "shared"}
+    refused = audit.audit("def answer(n):\n    return rules(n) + shared + math.pi", names)
+    assert [(r.rule, r.message.split("`")[1]) for r in refused] == [
+        ("lesson name", "rules"), ("lesson name", "shared")]
 
 
 #: what only the public API's list refuses (no forbidden name is in them): a standard module's

@@ -246,9 +246,11 @@ class LessonNames:
     imports: Mapping[str, str]
     modules: Mapping[str, str]
     others: frozenset[str]
-    #: names only the lesson's test cells bind (their checkers, references, expected values):
-    #: a learner's code may not read them (round 8 of the red team returned a hidden test's
-    #: own `rules(...)`)
+    #: names the lesson's test cells bind (their checkers, references, inputs and expected
+    #: values), imports aside: a learner's code may not read them, even where a trusted cell
+    #: binds the same name, since while the tests run they hold the tests' data (round 8 of
+    #: the red team returned a hidden test's own `rules(...)`; round 22 read the test loop's
+    #: matrix `x` and the hidden expected value `counted`)
     tests: frozenset[str] = frozenset()
     #: attribute names the lesson's own cells read (``layer.q_proj``, ``kernel.fn``): a
     #: learner's code may read them too, besides the public API (:mod:`tilegym_edu.api_names`)
@@ -276,7 +278,7 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
                  ) -> LessonNames:
     """The top-level names bound by the lesson's trusted cells: ``trusted_sources`` and its
     test cells, ``test_sources`` (sources that do not parse, which a trusted cell never is, are
-    skipped). Names only the test cells bind, imports aside, are :attr:`LessonNames.tests`."""
+    skipped). Names the test cells bind, imports aside, are :attr:`LessonNames.tests`."""
     trusted, tests = list(trusted_sources), list(test_sources)
     imports: dict[str, str] = {}
     others: set[str] = set()
@@ -304,8 +306,8 @@ def lesson_names(trusted_sources: Iterable[str], test_sources: Iterable[str] = (
             if name not in imports:
                 others.add(name)
     modules = {name: path for name, path in imports.items() if _is_module(path)}
-    tests_only = _top_level_names(tests) - _top_level_names(trusted) - set(imports)
-    return LessonNames(imports, modules, frozenset(others), frozenset(tests_only),
+    test_data = _top_level_names(tests) - set(imports)
+    return LessonNames(imports, modules, frozenset(others), frozenset(test_data),
                        frozenset(attributes))
 
 
@@ -969,8 +971,9 @@ class _Auditor(ast.NodeVisitor):
         if name in FORBIDDEN_NAMES:
             self.refuse(node, "name", f"`{name}` is not allowed in graded cells")
         elif name in self.lesson.tests:
-            self.refuse(node, "lesson name", f"`{name}` is defined by a test cell: your code may "
-                        "not use what the tests check it with")
+            self.refuse(node, "lesson name", f"`{name}` is set by a test cell (while the tests "
+                        "run it holds what they check your code with): your code may not read "
+                        "it; give what you need a name of your own")
         elif (name in interpreter_names() and name not in self.lesson.imports
               and name not in self.lesson.others):
             self.refuse(node, "name", f"`{name}` is a name Triton's interpreter puts in the "

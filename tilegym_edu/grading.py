@@ -12,8 +12,10 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
+import random
 import statistics
 import time
 import tomllib
@@ -166,6 +168,22 @@ def guarded_copy(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[st
         _guard_depth -= 1
 
 
+def without_allowances(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, which inside a graded call runs with ALLOWED_OPS alone, whatever ``allow`` the
+    call was graded with. The lesson's own code may need an operation that the learner's
+    functions it calls must not use: lesson 06's model looks up its embedding (``index``) and
+    adds its residuals (``add``), and with those two allowed for the whole call a learner's
+    SwiGLU, matmul and attention were built from table lookups and additions, with no kernel
+    (round 22 of the red team). Outside a graded call ``fn`` runs as it is."""
+    @functools.wraps(fn)
+    def strictly_guarded(*args, **kwargs):
+        if not _guard_depth:
+            return fn(*args, **kwargs)
+        with _ShortcutGuard(poison=False):   # the call's own guard poisons allocations
+            return fn(*args, **kwargs)
+    return strictly_guarded
+
+
 def forbidden_in_graded_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator for the course's reference kernels: calling one inside a graded call raises.
     On a ``@triton.jit`` kernel it adds a pre-run hook instead, so a launch of the raw kernel
@@ -307,6 +325,18 @@ def graded_seeds(seeds: Iterable[int]) -> tuple[int, ...]:
         return seeds
     offset = 1000 * int.from_bytes(os.urandom(3), "little")
     return tuple(offset + seed for seed in seeds)
+
+
+def drawn_cases(draw: Callable[[random.Random], Any], count: int) -> list[Any]:
+    """``count`` cases for a hidden test, each ``draw(rng)``: in a grading kernel from a
+    generator seeded afresh (as graded_seeds), so no table of answers serves the next grading;
+    otherwise from seed 0, the same every run. A hidden test lists its fixed cases and adds
+    these: round 22 of the red team read each fixed hidden case of a formula exercise out of
+    the feedback (what the learner's function was called with is the learner's to print) and
+    a lookup table earned full marks."""
+    seed = int.from_bytes(os.urandom(8), "little") if os.environ.get(GRADING_ENV) else 0
+    rng = random.Random(seed)
+    return [draw(rng) for _ in range(count)]
 
 
 @dataclass(frozen=True)

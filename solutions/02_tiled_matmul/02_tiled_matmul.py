@@ -169,9 +169,17 @@ for args, expected in [((64, 64, 64, 32, 32, 2), 32_768), ((128, 64, 32, 32, 16,
     got = tiled_loaded_bytes(*args)
     assert got == expected, f"tiled_loaded_bytes{args} = {got}, expected {expected}"
 ### BEGIN HIDDEN TESTS
+def draw_tiling(rng):
+    """A tiling whose tiles divide the matrices, and a dtype."""
+    bm, bn, bk = (rng.choice([16, 32]) for _ in range(3))
+    return ((bm * rng.randint(1, 3), bn * rng.randint(1, 3), bk * rng.randint(1, 3), bm, bn, bk),
+            rng.choice([torch.float32, torch.float16]))
+
+
 for (M, N, K, bm, bn, bk), dtype in [((64, 32, 48, 32, 16, 16), torch.float32),
                                      ((32, 64, 32, 16, 32, 32), torch.float16),
-                                     ((48, 16, 16, 16, 16, 16), torch.float32)]:
+                                     ((48, 16, 16, 16, 16, 16), torch.float32)
+                                     ] + grading.drawn_cases(draw_tiling, 2):
     a, b = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": dtype},
                               torch.Generator().manual_seed(5))
     counted = traffic.count_traffic(reference.tiled_matmul, a, b, bm, bn, bk).loaded_bytes

@@ -209,6 +209,8 @@ def rules(T, S, L, C):
 cases = [(1, 1, 3, 1), (1, 4, 2.5, 0.5), (0, 1, 1, 1), (5, 9, 3, 1), (6, 3, 0, 1), (6, 2, 3, 0),
          (7, 3, 0.7, 1.3), (10, 4, 3, 1), (12, 5, 7.25, 1.5), (9, 2, 1, 4), (16, 3, 2, 0.3333),
          (11, 6, 5, 0.125), (20, 7, 12.5, 2.25), (3, 3, 0, 0)]
+cases += grading.drawn_cases(lambda rng: (rng.randint(1, 24), rng.randint(1, 8),
+                                          rng.randint(0, 40) / 4, rng.randint(0, 16) / 8), 4)
 for T, S, L, C in cases:
     expect_schedule(T, S, L, C, rules(T, S, L, C))
     expect_time(T, S, L, C, rules(T, S, L, C)[-1][3] if T else 0.0)
@@ -477,6 +479,10 @@ for bm, bn, bk, warps, stages, want in [(128, 256, 32, 8, 5, 122_880), (64, 256,
                                         (128, 128, 64, 8, 2, 65_536)]:
     expect_bytes(bm, bn, bk, warps, stages, 2, want, "the compiler allocated on an H200:")
 expect_bytes(32, 64, 16, 4, 4, 4, 24_576, "expected (fp32):")
+for bm, bn, bk, stages, e in grading.drawn_cases(
+        lambda rng: (*(rng.choice([16, 32, 64, 128, 256]) for _ in range(3)), rng.randint(1, 5),
+                     rng.choice([2, 4])), 3):
+    expect_bytes(bm, bn, bk, 4, stages, e, stages * (bm + bn) * bk * e, "the rules give")
 as_dict = {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_stages": 3}
 assert shared_memory_bytes(as_dict, 2) == 73_728, (
     f"shared_memory_bytes({as_dict}, 2) = {shared_memory_bytes(as_dict, 2)}, expected 73,728")

@@ -191,7 +191,10 @@ assert tuple(tile_grid((1000, 999), (128, 128))) == (8, 8)
 assert tuple(tile_span((1000, 999), (7, 7), (128, 128))) == (range(896, 1000), range(896, 999))
 ### BEGIN HIDDEN TESTS
 for shape, tile_shape in [((4097,), (1024,)), ((1029, 517), (64, 64)), ((77, 1030), (128, 256)),
-                          ((16, 16), (16, 16)), ((3, 1000, 129), (1, 32, 64))]:
+                          ((16, 16), (16, 16)), ((3, 1000, 129), (1, 32, 64))
+                          ] + grading.drawn_cases(
+        lambda rng: tuple(zip(*((rng.randint(1, 3000), rng.choice([1, 16, 32, 64, 128, 256]))
+                                for _ in range(rng.randint(1, 3))))), 4):
     check_tiles(shape, tile_shape)
 ### END HIDDEN TESTS
 print("tile arithmetic correct")
@@ -596,6 +599,9 @@ def check_key_tiles(seq_lens, tile_pairs):
 check_key_tiles([1, 77, 129], [(16, 16), (32, 16), (16, 32)])
 ### BEGIN HIDDEN TESTS
 check_key_tiles([64, 100, 200], [(64, 16), (16, 64), (32, 32)])
+for seq_len, tiles in grading.drawn_cases(
+        lambda rng: (rng.randint(1, 300), (rng.choice([16, 32, 64]), rng.choice([16, 32, 64]))), 2):
+    check_key_tiles([seq_len], [tiles])
 ### END HIDDEN TESTS
 print("key tiles correct")
 
