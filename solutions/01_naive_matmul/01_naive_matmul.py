@@ -497,10 +497,10 @@ for args, expected in [((64, 32, 16, 4), (262_144, 8_192)), ((1, 1, 1, 2), (4, 2
 ### BEGIN HIDDEN TESTS
 # imported here, in the hidden tests, so that the learner's notebook never holds the reference
 from tilegym_edu.reference.matmul import naive_matmul as reference_naive_matmul  # noqa: E402
+drawn = grading.drawn_cases(lambda rng: (rng.randint(1, 6), rng.randint(1, 6), rng.randint(1, 140),
+                                         rng.choice([torch.float32, torch.float16])), 2)
 for m_, n_, k_, dtype in [(3, 5, 7, torch.float32), (1, 4, 130, torch.float16),
-                          (6, 1, 65, torch.float32), (2, 3, 1, torch.float16)] + grading.drawn_cases(
-        lambda rng: (rng.randint(1, 6), rng.randint(1, 6), rng.randint(1, 140),
-                     rng.choice([torch.float32, torch.float16])), 2):
+                          (6, 1, 65, torch.float32), (2, 3, 1, torch.float16)] + drawn:
     a_, b_ = make_matmul_inputs({"M": m_, "N": n_, "K": k_, "dtype": dtype},
                                 torch.Generator().manual_seed(3))
     counted = count_traffic(reference_naive_matmul, a_, b_)
