@@ -71,6 +71,14 @@ SUBMISSIONS = [
                                       f"\n\n{MATMUL_DEF}    loosen_the_tolerance()\n")},
                loses=(T_MODEL, T_DECODE), reason="LessonDataChanged: your code changed "
                "`MODEL_TOLERANCE`"),
+    # Red team round 22: the model's own code may index (its embedding) and add (its
+    # residuals) inside the graded call; that allowance used to cover the learner's functions
+    # the model calls too, and a SwiGLU built from table lookups and additions, with no kernel,
+    # passed the model's cells. Here the wrapper adds with PyTorch: Exercise 3a refuses it, and
+    # so do the model's cells now (grading.without_allowances).
+    Submission("adds_in_the_swiglu_wrapper",
+               {SWIGLU: ("    return y\n", "    return y + 0.0\n")},
+               loses=(T_SWIGLU, T_MODEL, T_DECODE), reason="torch operation 'add'"),
     # Lesson 04's attention for every shape with its causal mask aligned to the start: the prompt
     # (as many queries as keys) comes out right, each decoding step's queries miss the keys of
     # the blocks before the diagonal. Only the decoding check fails: the prefill runs on
