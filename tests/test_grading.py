@@ -89,6 +89,20 @@ def test_allow_lets_an_extra_op_through():
         grading.guarded_call(lambda x: x + 2, (a,), allow=("mul",))
 
 
+
+def test_without_allowances_refuses_inside_what_the_graded_call_allows_around_it():
+    """Round 22 of the red team: lesson 06's model may add its residuals, the learner's
+    functions it calls may not."""
+    a = torch.randn(4)
+    strict = grading.without_allowances(lambda x: x + 2)
+    with pytest.raises(LibraryShortcut, match="'add'"):
+        grading.guarded_call(lambda x: strict(x) + 1, (a,), allow=("add",))
+    assert torch.equal(grading.guarded_call(lambda x: x + 1, (a,), allow=("add",)), a + 1)
+    copy = grading.without_allowances(lambda x: x.clone())
+    assert torch.equal(grading.guarded_call(copy, (a,), allow=("add",)), a)
+    assert torch.equal(strict(a), a + 2)            # outside a graded call: as it is
+    assert strict.__wrapped__ is not None and strict.__name__ == "<lambda>"
+
 @pytest.mark.parametrize("alloc", [
     lambda a: torch.empty(5), lambda a: torch.empty_like(a), lambda a: a.new_empty(3),
     lambda a: torch.empty_strided((2, 2), (1, 2)), lambda a: torch.empty(5, dtype=torch.float16),
@@ -341,6 +355,18 @@ def test_graded_seeds_are_the_given_ones_outside_grading_and_unknowable_inside(m
     assert first != second and len(set(first)) == 3
     assert [s - first[0] for s in first] == [0, 1, 2]
 
+
+
+def test_drawn_cases_are_fixed_outside_grading_and_fresh_inside(monkeypatch):
+    """Round 22 of the red team read a formula exercise's fixed hidden cases out of the
+    feedback and tabulated them; drawn cases differ from one grading to the next."""
+    def draw(rng):
+        return rng.randint(0, 10**9)
+    monkeypatch.delenv(grading.GRADING_ENV, raising=False)
+    assert grading.drawn_cases(draw, 3) == grading.drawn_cases(draw, 3)
+    assert len(grading.drawn_cases(draw, 3)) == 3
+    monkeypatch.setenv(grading.GRADING_ENV, "1")
+    assert grading.drawn_cases(draw, 3) != grading.drawn_cases(draw, 3)
 
 def test_tensor_descriptors_run_in_this_interpreter():
     grading.require_tensor_descriptors("the persistent matmul")  # triton here has them: no raise
