@@ -74,7 +74,7 @@ ATTACKS = [
     # called directly, a forbidden part of torch re-exported, a dunder named by a string
     Attack(1, "update_wrapper", "import functools\n"
                                 "functools.update_wrapper(print, print, (), ())", "attribute"),
-    Attack(1, "global_enum", "import enum\nput_in_module = enum.global_enum", "attribute"),
+    Attack(1, "global_enum", "import enum\nput_in_module = enum.global_enum", "import"),
     Attack(1, "property_setter", "def setter_of(p):\n    return p.fset", "attribute"),
     Attack(1, "reexported_part", "allocate = torch.cuda.change_current_allocator", "attribute"),
     Attack(3, "capture_scope", "def scope_of(f):\n    return f.get_capture_scope()", "attribute"),
@@ -111,6 +111,11 @@ ATTACKS = [
     # round 21: the list inside a Triton tuple (a descriptor's shape), one for every program
     Attack(2, "kernel_keeps_in_a_tuple_s_list", "@triton.jit\ndef keeper_kernel(x_ptr):\n"
            "    store = x_ptr.shape.values", "kernel"),
+    # round 23: enum's functional API made a class whose dunders were the learner's lambdas
+    # (no constant spelt a dunder): an answer equal to anything
+    Attack(1, "enum_functional_api", "import enum\nU = '_' * 2\n"
+           "Anything = enum.Enum('Anything', [(U + 'eq' + U, lambda s, o: True), ('a', 1)])",
+           "import"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

@@ -103,6 +103,27 @@ def test_without_allowances_refuses_inside_what_the_graded_call_allows_around_it
     assert torch.equal(strict(a), a + 2)            # outside a graded call: as it is
     assert strict.__wrapped__ is not None and strict.__name__ == "<lambda>"
 
+
+class Deferred:
+    """Round 23 of the red team: an op's result whose work happens later, in the lesson's own
+    code, where the allowance holds."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def view(self, *shape):
+        return (self.x + 1).view(*shape)
+
+
+def test_without_allowances_wants_a_plain_tensor_back():
+    a = torch.randn(4)
+
+    def model(x):
+        return grading.without_allowances(Deferred)(x).view(2, 2)
+    assert torch.equal(model(a), (a + 1).view(2, 2))       # outside a graded call
+    with pytest.raises(TypeError, match="returned a Deferred, not a torch.Tensor"):
+        grading.guarded_call(model, (a,), allow=("add",))
+
 @pytest.mark.parametrize("alloc", [
     lambda a: torch.empty(5), lambda a: torch.empty_like(a), lambda a: a.new_empty(3),
     lambda a: torch.empty_strided((2, 2), (1, 2)), lambda a: torch.empty(5, dtype=torch.float16),
@@ -367,6 +388,44 @@ def test_drawn_cases_are_fixed_outside_grading_and_fresh_inside(monkeypatch):
     assert len(grading.drawn_cases(draw, 3)) == 3
     monkeypatch.setenv(grading.GRADING_ENV, "1")
     assert grading.drawn_cases(draw, 3) != grading.drawn_cases(draw, 3)
+
+
+def test_formula_answer_wants_plain_python_and_makes_generators_tuples():
+    assert grading.formula_answer(lambda m, n: (m * n, [1.5, None, range(3)]), 2, 3) == (
+        6, [1.5, None, range(3)])
+    assert grading.formula_answer(lambda n: (i * i for i in range(n)), 3) == (0, 1, 4)
+
+
+class EqualToAnything:
+    """Round 23 of the red team: enum's functional API made a class like this one."""
+
+    def __eq__(self, other):
+        return True
+
+
+class IntLike(int):
+    pass
+
+
+@pytest.mark.parametrize("answer", [EqualToAnything(), IntLike(3), (1, EqualToAnything()),
+                                    torch.tensor(3)], ids=["object", "int_subclass", "nested",
+                                                           "tensor"])
+def test_formula_answer_refuses_any_other_value(answer):
+    def worked_out():
+        return answer
+    with pytest.raises(TypeError, match="your `worked_out` returned a"):
+        grading.formula_answer(worked_out)
+
+
+def test_formula_answer_refuses_counting_traffic_and_pytorch_arithmetic():
+    """Round 23 returned what count_traffic measured of the learner's own kernel."""
+    from tilegym_edu import traffic
+    x = torch.ones(4)
+    with pytest.raises(LibraryShortcut, match="counted memory traffic"):
+        grading.formula_answer(lambda: traffic.count_traffic(triton_double, x).loaded_bytes)
+    with pytest.raises(LibraryShortcut, match="'sum'"):
+        grading.formula_answer(lambda: int(x.sum()))
+    assert traffic.count_traffic(triton_double, x).loaded_bytes == 16   # outside: counts
 
 def test_tensor_descriptors_run_in_this_interpreter():
     grading.require_tensor_descriptors("the persistent matmul")  # triton here has them: no raise

@@ -81,7 +81,7 @@ from tilegym_edu import api_names
 #: modules a learner's cell may import (and their submodules where the entry ends with ".*")
 ALLOWED_IMPORTS = frozenset({
     "math", "functools", "itertools", "typing", "dataclasses", "collections", "warnings",
-    "time", "statistics", "random", "enum",
+    "time", "statistics", "random",
     "torch", "torch.nn", "torch.nn.functional", "torch.cuda",
     "triton", "triton.language", "triton.language.extra.*", "triton.tools.tensor_descriptor",
     "triton.testing",

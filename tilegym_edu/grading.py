@@ -150,6 +150,41 @@ def guarded_call(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[st
         _guard_depth -= 1
 
 
+def in_graded_call() -> bool:
+    """Whether a graded call (guarded_call, guarded_copy) is running now."""
+    return _guard_depth > 0
+
+
+#: the types a worked-out answer is made of (formula_answer), each exactly: no subclass, so no
+#: method of the learner's runs when the tests compare it
+_PLAIN_TYPES = (int, float, bool, type(None), str, range)
+#: lazily made sequences that formula_answer turns into tuples (inside the graded call)
+_LAZY_TYPES = (types.GeneratorType, map, zip, filter, reversed, enumerate)
+
+
+def _plain_value(value: Any, name: str) -> Any:
+    if type(value) in (tuple, list):
+        return type(value)(_plain_value(v, name) for v in value)
+    if type(value) in _LAZY_TYPES:
+        return tuple(_plain_value(v, name) for v in value)
+    if type(value) in _PLAIN_TYPES:
+        return value
+    raise TypeError(f"your `{name}` returned a {type(value).__name__}: answer with plain "
+                    "Python numbers (int or float), or tuples and lists of them")
+
+
+def formula_answer(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` for an exercise whose answer is worked out rather than run (the bytes a
+    kernel moves, its tiles, a pipeline's schedule). It runs as a graded call: no PyTorch
+    arithmetic, no kernel of the course's, no traffic count (round 23 of the red team returned
+    what count_traffic measured of the learner's own kernel). Its value must be plain Python,
+    each element exactly an int, float, bool, None, string or range, in tuples and lists
+    (round 23 returned an object equal to anything, from a class enum made); a generator
+    comes back as a tuple."""
+    name = getattr(fn, "__name__", "function")
+    return guarded_call(lambda: _plain_value(fn(*args), name), (), poison=False)
+
+
 def guarded_copy(fn: Callable[..., Any], args: Sequence[Any], allow: Iterable[str] = ()) -> Any:
     """guarded_call(fn, args, allow), its tensor outputs copied while the guard still holds
     and the originals dropped there: learner code that runs later (a finalizer that the
@@ -174,13 +209,21 @@ def without_allowances(fn: Callable[..., Any]) -> Callable[..., Any]:
     functions it calls must not use: lesson 06's model looks up its embedding (``index``) and
     adds its residuals (``add``), and with those two allowed for the whole call a learner's
     SwiGLU, matmul and attention were built from table lookups and additions, with no kernel
-    (round 22 of the red team). Outside a graded call ``fn`` runs as it is."""
+    (round 22 of the red team). What ``fn`` returns must be a plain ``torch.Tensor``: an
+    object whose methods the lesson's code calls later would run them with the allowance
+    (round 23 returned one whose ``.view()`` did the SwiGLU by table lookups). Outside a graded
+    call ``fn`` runs as it is."""
     @functools.wraps(fn)
     def strictly_guarded(*args, **kwargs):
         if not _guard_depth:
             return fn(*args, **kwargs)
         with _ShortcutGuard(poison=False):   # the call's own guard poisons allocations
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+        if type(out) is not torch.Tensor:
+            raise TypeError(f"your `{getattr(fn, '__name__', 'function')}` returned a "
+                            f"{type(out).__name__}, not a torch.Tensor: return the output "
+                            "tensor itself")
+        return out
     return strictly_guarded
 
 

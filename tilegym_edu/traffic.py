@@ -262,7 +262,17 @@ def count_traffic(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Traffic:
     kernels read and wrote.
 
     Example: ``count_traffic(add, x, y).loaded_bytes == 2 * x.nbytes``.
+
+    Inside a graded call it raises grading.LibraryShortcut: a function graded on the bytes it
+    works out (lessons 01 and 02) returned what this counted of the learner's own kernel
+    (round 23 of the red team), and a count inside the grader's own count would nest them.
     """
+    from tilegym_edu import grading   # here, not above: grading imports this module
+    if grading.in_graded_call():
+        raise grading.LibraryShortcut(
+            "the graded call counted memory traffic (tilegym_edu.traffic.count_traffic): work "
+            "the bytes out from the shapes and the tiles, as the exercise asks, instead of "
+            "measuring them")
     compat.patch_interpreter()
     # each launch's loads and stores inside its own tensors, and its arguments tensors, numbers
     # and strings: no container or object of the notebook's that could keep what one program

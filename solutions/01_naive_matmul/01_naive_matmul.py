@@ -492,7 +492,7 @@ def naive_traffic(M: int, N: int, K: int, element_size: int) -> tuple[int, int]:
 # %% id="cell-25" nbgrader={"grade": true, "grade_id": "test_naive_traffic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 3: naive_traffic matches what the naive kernel loads and stores.
 for args, expected in [((64, 32, 16, 4), (262_144, 8_192)), ((1, 1, 1, 2), (4, 2))]:
-    got = naive_traffic(*args)
+    got = grading.formula_answer(naive_traffic, *args)
     assert got == expected, f"naive_traffic{args} = {got}, expected {expected}"
 ### BEGIN HIDDEN TESTS
 # imported here, in the hidden tests, so that the learner's notebook never holds the reference
@@ -505,7 +505,7 @@ for m_, n_, k_, dtype in [(3, 5, 7, torch.float32), (1, 4, 130, torch.float16),
                                 torch.Generator().manual_seed(3))
     counted = count_traffic(reference_naive_matmul, a_, b_)
     expected = (counted.loaded_bytes, counted.stored_bytes)
-    got = naive_traffic(m_, n_, k_, a_.element_size())
+    got = grading.formula_answer(naive_traffic, m_, n_, k_, a_.element_size())
     assert got == expected, \
         f"naive_traffic({m_}, {n_}, {k_}, {a_.element_size()}) = {got}, counted {expected}"
 ### END HIDDEN TESTS

@@ -166,7 +166,7 @@ def tiled_loaded_bytes(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int,
 # Exercise 1: tiled_loaded_bytes gives the bytes the tiled kernel loads.
 for args, expected in [((64, 64, 64, 32, 32, 2), 32_768), ((128, 64, 32, 32, 16, 4), 98_304),
                        ((4096, 4096, 4096, 128, 128, 2), 2**31), ((16, 16, 16, 16, 16, 4), 2_048)]:
-    got = tiled_loaded_bytes(*args)
+    got = grading.formula_answer(tiled_loaded_bytes, *args)
     assert got == expected, f"tiled_loaded_bytes{args} = {got}, expected {expected}"
 ### BEGIN HIDDEN TESTS
 def draw_tiling(rng):
@@ -183,7 +183,7 @@ for (M, N, K, bm, bn, bk), dtype in [((64, 32, 48, 32, 16, 16), torch.float32),
     a, b = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": dtype},
                               torch.Generator().manual_seed(5))
     counted = traffic.count_traffic(reference.tiled_matmul, a, b, bm, bn, bk).loaded_bytes
-    got = tiled_loaded_bytes(M, N, K, bm, bn, a.element_size())
+    got = grading.formula_answer(tiled_loaded_bytes, M, N, K, bm, bn, a.element_size())
     assert got == counted, (f"tiled_loaded_bytes({M}, {N}, {K}, {bm}, {bn}, {a.element_size()}) "
                             f"= {got}, the reference kernel loaded {counted}")
 ### END HIDDEN TESTS

@@ -176,7 +176,7 @@ def pipeline_time(T: int, S: int, L: float, C: float) -> float:
 # %% id="cell-07" nbgrader={"grade": true, "grade_id": "test_pipeline_schedule", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 # Exercise 1: pipeline_schedule and pipeline_time follow the rules of the model.
 def expect_schedule(T, S, L, C, want):
-    got = pipeline_schedule(T, S, L, C)
+    got = grading.formula_answer(pipeline_schedule, T, S, L, C)
     assert len(got) == len(want), (f"pipeline_schedule(T={T}, S={S}, L={L}, C={C}) returned "
                                    f"{len(got)} tiles, expected {T}")
     for j, (g, w) in enumerate(zip(got, want)):
@@ -186,7 +186,7 @@ def expect_schedule(T, S, L, C, want):
 
 
 def expect_time(T, S, L, C, want):
-    got = pipeline_time(T, S, L, C)
+    got = grading.formula_answer(pipeline_time, T, S, L, C)
     assert abs(got - want) <= 1e-9, (f"pipeline_time(T={T}, S={S}, L={L}, C={C}) = {got}, "
                                      f"the rules give {want}")
 
@@ -465,7 +465,7 @@ def shared_memory_bytes(config, element_bytes: int) -> int:
 def expect_bytes(bm, bn, bk, warps, stages, e, want, source):
     config = tune.Config(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
                          num_warps=warps, num_stages=stages)
-    got = shared_memory_bytes(config, e)
+    got = grading.formula_answer(shared_memory_bytes, config, e)
     assert got == want, f"shared_memory_bytes({config}, {e}) = {got:,}; {source} {want:,}"
 
 
@@ -484,8 +484,8 @@ for bm, bn, bk, stages, e in grading.drawn_cases(
                      rng.choice([2, 4])), 3):
     expect_bytes(bm, bn, bk, 4, stages, e, stages * (bm + bn) * bk * e, "the rules give")
 as_dict = {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "num_stages": 3}
-assert shared_memory_bytes(as_dict, 2) == 73_728, (
-    f"shared_memory_bytes({as_dict}, 2) = {shared_memory_bytes(as_dict, 2)}, expected 73,728")
+got = grading.formula_answer(shared_memory_bytes, as_dict, 2)
+assert got == 73_728, f"shared_memory_bytes({as_dict}, 2) = {got}, expected 73,728"
 ### END HIDDEN TESTS
 print("shared_memory_bytes matches the compiler")
 

@@ -454,9 +454,9 @@ def check_im2col_source(what, x_shape, kernel_size, stride=1, padding=0, dilatio
     for row, values in enumerate(a.tolist()):
         for col, value in enumerate(values):
             expected = decode(value, x_shape)
-            # guarded: the lesson's own im2col (torch) is no way to the answer
-            got = grading.guarded_call(im2col_source, (row, col, x_shape, kernel_size, stride,
-                                                       padding, dilation))
+            # a graded call: the lesson's own im2col (torch) is no way to the answer
+            got = grading.formula_answer(im2col_source, row, col, x_shape, kernel_size, stride,
+                                         padding, dilation)
             if isinstance(got, list):
                 got = tuple(got)
             assert got == expected, (

@@ -172,13 +172,13 @@ def expected_span(shape, index, tile_shape):
 
 
 def check_tiles(shape, tile_shape):
-    grid = tuple(tile_grid(shape, tile_shape))   # used twice: a generator would be used up
+    grid = tuple(grading.formula_answer(tile_grid, shape, tile_shape))
     assert grid == tuple(-(-n // t) for n, t in zip(shape, tile_shape)), (
         f"tile_grid({shape}, {tile_shape}) = {grid}")
     corners = {tuple(g - 1 for g in grid), tuple(0 for _ in grid),
                tuple(g // 2 for g in grid)}
     for index in sorted(corners):
-        span = tile_span(shape, index, tile_shape)
+        span = grading.formula_answer(tile_span, shape, index, tile_shape)
         want = expected_span(shape, index, tile_shape)
         assert tuple(span) == want, (f"tile_span({shape}, {index}, {tile_shape}) = {span}, "
                                      f"expected {want}")
@@ -187,8 +187,9 @@ def check_tiles(shape, tile_shape):
 for shape, tile_shape in [((1000, 999), (128, 128)), ((98_437,), (1024,)), ((1,), (16,)),
                           ((256, 256), (64, 128)), ((2, 3, 77, 64), (1, 1, 64, 64))]:
     check_tiles(shape, tile_shape)
-assert tuple(tile_grid((1000, 999), (128, 128))) == (8, 8)
-assert tuple(tile_span((1000, 999), (7, 7), (128, 128))) == (range(896, 1000), range(896, 999))
+assert tuple(grading.formula_answer(tile_grid, (1000, 999), (128, 128))) == (8, 8)
+assert tuple(grading.formula_answer(tile_span, (1000, 999), (7, 7), (128, 128))) == (
+    range(896, 1000), range(896, 999))
 ### BEGIN HIDDEN TESTS
 for shape, tile_shape in [((4097,), (1024,)), ((1029, 517), (64, 64)), ((77, 1030), (128, 256)),
                           ((16, 16), (16, 16)), ((3, 1000, 129), (1, 32, 64))
@@ -588,7 +589,8 @@ def check_key_tiles(seq_lens, tile_pairs):
         for TILE_M, TILE_N in tile_pairs:
             for causal in (False, True):
                 for block_m in range(-(-seq_len // TILE_M)):
-                    got = tuple(key_tiles(block_m, seq_len, TILE_M, TILE_N, causal))
+                    got = tuple(grading.formula_answer(key_tiles, block_m, seq_len, TILE_M,
+                                                       TILE_N, causal))
                     want = expected_key_tiles(block_m, seq_len, TILE_M, TILE_N, causal)
                     assert got == want, (
                         f"key_tiles(block_m={block_m}, seq_len={seq_len}, TILE_M={TILE_M}, "
