@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from tilegym_edu import bench, device, figures, lesson_data, traffic
 from tilegym_edu.check import (Case, check, compare_output, explain, generator_on,
-                               to_reference)
+                               tensors_in, to_reference)
 
 
 class NeedsGPU(Exception):
@@ -510,33 +510,11 @@ def _shuffle_(t: torch.Tensor, generator: torch.Generator,
 
 
 def _held_tensors(args: Sequence[Any]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(tensor, copy) for every tensor the non-tensor arguments hold: a torch.nn.Module's
-    parameters and buffers, the tensors in an object's attributes and in its dicts and lists
-    (the lesson 06 model's weights), three levels down."""
-    found: dict[int, torch.Tensor] = {}
-
-    def walk(value: Any, depth: int) -> None:
-        if isinstance(value, torch.Tensor):
-            found.setdefault(id(value), value)
-        elif depth == 0 or isinstance(value, (str, bytes, int, float, bool, type(None))):
-            return
-        elif isinstance(value, torch.nn.Module):
-            for t in [*value.parameters(), *value.buffers()]:
-                found.setdefault(id(t), t)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v, depth - 1)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v, depth - 1)
-        elif hasattr(value, "__dict__") and not isinstance(
-                value, (types.FunctionType, types.MethodType, types.ModuleType, type)):
-            for v in vars(value).values():
-                walk(v, depth - 1)
-
-    for a in args:
-        if not isinstance(a, torch.Tensor):
-            walk(a, 3)
+    """(tensor, copy) for every tensor the non-tensor arguments hold (check.tensors_in: in
+    their tuples, lists, dicts and attributes, a torch.nn.Module's parameters and buffers
+    among them: the lesson 06 model's weights), each once."""
+    found = {id(t): t for a in args if not isinstance(a, torch.Tensor)
+             for t in tensors_in(a)}
     return [(t, t.detach().clone()) for t in found.values()]
 
 
