@@ -116,6 +116,10 @@ ATTACKS = [
     Attack(1, "enum_functional_api", "import enum\nU = '_' * 2\n"
            "Anything = enum.Enum('Anything', [(U + 'eq' + U, lambda s, o: True), ('a', 1)])",
            "import"),
+    # round 24: a generator's finally ran when the graph holding it was freed, in the lesson
+    # model's own code (where the model may add and index), and did the learner's SwiGLU there
+    Attack(1, "generator_cleanup", "def later(out):\n    try:\n        yield\n    finally:\n"
+           "        out.zero_()", "generator"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

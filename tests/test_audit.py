@@ -256,6 +256,23 @@ def test_a_cell_ipython_would_rewrite_is_refused(source):
     assert [r.rule for r in refusals] == ["syntax"] and "IPython would run" in refusals[0].message
 
 
+@pytest.mark.parametrize("cleanup", ["try:\n        yield 1\n    finally:\n        done()",
+                                     "with lock:\n        yield 1",
+                                     "try:\n        yield 1\n    except ValueError:\n"
+                                     "        done()"], ids=["finally", "with", "except"])
+def test_a_generator_may_not_clean_up(cleanup):
+    """Round 24 of the red team: a generator's finally ran when the graph that held it was
+    freed, inside the lesson's model, and did the learner's work there."""
+    source = f"def later():\n    {cleanup}\n"
+    refused = audit.audit(source, audit.lesson_names(["import torch"]))
+    assert [r.rule for r in refused] == ["generator"], audit.describe(refused)
+    plain = ("def rows(n):\n    for i in range(n):\n        yield i\n"
+             "def safe():\n    try:\n        return 1\n    finally:\n        pass\n"
+             "def outer():\n    def inner():\n        yield 1\n    try:\n        return inner\n"
+             "    finally:\n        pass\n")
+    assert audit.audit(plain, audit.lesson_names(["import torch"])) == []
+
+
 def test_every_name_a_test_cell_binds_is_the_tests_own():
     """Round 8 of the red team returned a hidden test's own `rules(...)` from the learner's
     function; round 22 read the test loop's matrix `x` and the hidden expected value `counted`,

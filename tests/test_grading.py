@@ -124,6 +124,17 @@ def test_without_allowances_wants_a_plain_tensor_back():
     with pytest.raises(TypeError, match="returned a Deferred, not a torch.Tensor"):
         grading.guarded_call(model, (a,), allow=("add",))
 
+
+def test_without_allowances_wants_a_tensor_without_an_autograd_graph():
+    """Round 24 of the red team: the graph of an op's output held a generator whose finally
+    did the work when the model freed the output, with the model's allowance."""
+    strict = grading.without_allowances(lambda x: x.clone())
+    a = torch.randn(4, requires_grad=True)
+    with pytest.raises(TypeError, match=r"returned a tensor with an autograd graph \(Clone"):
+        grading.guarded_call(strict, (a,), allow=("add",))
+    with torch.no_grad():
+        assert grading.guarded_call(strict, (a,), allow=("add",)).grad_fn is None
+
 @pytest.mark.parametrize("alloc", [
     lambda a: torch.empty(5), lambda a: torch.empty_like(a), lambda a: a.new_empty(3),
     lambda a: torch.empty_strided((2, 2), (1, 2)), lambda a: torch.empty(5, dtype=torch.float16),

@@ -515,6 +515,19 @@ def kernel_methods() -> frozenset[str]:
                      if not name.startswith("_"))
 
 
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of ``function``'s body, those of the functions, lambdas and classes it
+    defines left out."""
+    nodes, stack = [], list(function.body)
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
     """Parameters and names assigned in ``function``'s own scope (not in nested functions)."""
     args = function.args
@@ -793,6 +806,7 @@ class _Auditor(ast.NodeVisitor):
                         "calls some on its own (`_repr_html_`, `_ipython_display_`, whose HTML "
                         "would reach the feedback): name it without the leading `_`")
         self.check_binding(node, node.name)
+        self.check_generator_cleanup(node)
         for expression in [*node.decorator_list, *node.args.defaults,
                            *[d for d in node.args.kw_defaults if d]]:
             self.visit(expression)
@@ -811,6 +825,21 @@ class _Auditor(ast.NodeVisitor):
         self.kernels -= kernel
         self.classes = classes
         self.scopes.pop()
+
+    def check_generator_cleanup(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A generator's `finally`, `except` and `with` run when it is closed or collected,
+        which may be long after its function returned, inside the grader's or the lesson's
+        own code: round 24 of the red team computed lesson 06's SwiGLU there, where the model
+        may add and index."""
+        own = _own_nodes(node)
+        if not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
+            return
+        for statement in own:
+            if isinstance(statement, (ast.Try, ast.TryStar, ast.With)):
+                self.refuse(statement, "generator", f"`{node.name}` is a generator (it "
+                            "yields), and its try/with would run when the generator is "
+                            "closed or collected, whenever that is: write the generator "
+                            "without try and with, or return a list")
 
     def check_parameters(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
                          ) -> None:

@@ -211,18 +211,23 @@ def without_allowances(fn: Callable[..., Any]) -> Callable[..., Any]:
     SwiGLU, matmul and attention were built from table lookups and additions, with no kernel
     (round 22 of the red team). What ``fn`` returns must be a plain ``torch.Tensor``: an
     object whose methods the lesson's code calls later would run them with the allowance
-    (round 23 returned one whose ``.view()`` did the SwiGLU by table lookups). Outside a graded
-    call ``fn`` runs as it is."""
+    (round 23 returned one whose ``.view()`` did the SwiGLU by table lookups), and one with no
+    autograd graph (round 24's graph held a generator whose ``finally`` did it when the model
+    freed the tensor). Outside a graded call ``fn`` runs as it is."""
     @functools.wraps(fn)
     def strictly_guarded(*args, **kwargs):
         if not _guard_depth:
             return fn(*args, **kwargs)
         with _ShortcutGuard(poison=False):   # the call's own guard poisons allocations
             out = fn(*args, **kwargs)
+        name = getattr(fn, "__name__", "function")
         if type(out) is not torch.Tensor:
-            raise TypeError(f"your `{getattr(fn, '__name__', 'function')}` returned a "
-                            f"{type(out).__name__}, not a torch.Tensor: return the output "
-                            "tensor itself")
+            raise TypeError(f"your `{name}` returned a {type(out).__name__}, not a "
+                            "torch.Tensor: return the output tensor itself")
+        if out.grad_fn is not None:   # its graph holds your code's objects until it is freed
+            raise TypeError(f"your `{name}` returned a tensor with an autograd graph "
+                            f"({type(out.grad_fn).__name__}): the model runs without "
+                            "gradients; return a tensor that needs none")
         return out
     return strictly_guarded
 

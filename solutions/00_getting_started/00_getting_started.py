@@ -354,14 +354,18 @@ def eager_bytes(n: int, element_size: int) -> int:
 
 # %% id="cell-22" nbgrader={"grade": true, "grade_id": "test_bytes", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 2: the byte counts of the fused kernel and of eager PyTorch.
-assert fused_bytes(1000, 4) == 12_000, f"fused_bytes(1000, 4) = {fused_bytes(1000, 4)}"
-assert eager_bytes(1000, 4) == 20_000, f"eager_bytes(1000, 4) = {eager_bytes(1000, 4)}"
+def expect_bytes(count, n, size, want):
+    got = grading.formula_answer(count, n, size)
+    assert got == want, f"{count.__name__}({n}, {size}) = {got}, expected {want}"
+
+
+expect_bytes(fused_bytes, 1000, 4, 12_000)
+expect_bytes(eager_bytes, 1000, 4, 20_000)
 ### BEGIN HIDDEN TESTS
-for n, size in [(1, 2), (12_345, 2), (2**26, 4)]:
-    assert fused_bytes(n, size) == 3 * n * size, (
-        f"fused_bytes({n}, {size}) = {fused_bytes(n, size)}")
-    assert eager_bytes(n, size) == 5 * n * size, (
-        f"eager_bytes({n}, {size}) = {eager_bytes(n, size)}")
+for n, size in [(1, 2), (12_345, 2), (2**26, 4)] + grading.drawn_cases(
+        lambda rng: (rng.randint(1, 2**30), rng.choice([1, 2, 4, 8])), 3):
+    expect_bytes(fused_bytes, n, size, 3 * n * size)
+    expect_bytes(eager_bytes, n, size, 5 * n * size)
 ### END HIDDEN TESTS
 print("byte counts correct")
 
