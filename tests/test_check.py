@@ -278,3 +278,22 @@ def test_the_tensors_an_input_holds_are_found_once_each_in_order():
         def __init__(self):
             self.items, self.again = {"b": b, "a": a}, a
     assert [id(t) for t in check.tensors_in((a, [Holder()], b))] == [id(a), id(b)]
+
+
+class Note:
+    """An object of a class the notebook defined (``__module__`` is ``__main__`` there)."""
+
+    def __repr__(self):
+        raise AssertionError("the learner's repr ran")
+
+
+Note.__module__ = "__main__"
+
+
+def test_an_error_that_carries_the_notebook_s_object_is_named_without_running_its_repr():
+    """Round 25 of the red team: formatting an exception's message ran a dataclass repr that
+    read the learner's property, outside the graded call."""
+    for error in [ValueError(Note()), ValueError("case", (1, [Note()]))]:
+        assert check.explain(error) == ("raised ValueError, with an object of your own class as "
+                                        "its message (not shown: raise it with a string)")
+    assert check.explain(ValueError("plain", 3)) == "raised ValueError: ('plain', 3)"

@@ -95,6 +95,9 @@ ALLOWED_IMPORTS = frozenset({
 FORBIDDEN_NAMES = frozenset({
     "exec", "eval", "compile", "open", "getattr", "setattr", "delattr", "globals", "locals",
     "vars", "dir", "breakpoint", "input", "help", "memoryview", "bytearray", "bytes", "type",
+    # a property's getter runs wherever its object is read: in a dataclass's generated repr
+    # and ==, from the grader's own code (round 25 of the red team)
+    "property",
     "exit", "quit", "copyright", "credits", "license",
     "get_ipython", "display", "In", "Out",
     "grading",   # the grader's module, imported by the lesson's setup cell
@@ -127,7 +130,7 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     # lesson refuses Triton launches: grading.refuse_triton_in_graded_calls) needs these
     "packed_metadata", "function", "launch_metadata",
     # getattr by another name; classes with any base and dunders
-    "getmembers", "getmembers_static", "getattr_static", "make_dataclass",
+    "getmembers", "getmembers_static", "getattr_static", "make_dataclass", "cached_property",
     # round 4 (2026-12-05): a Triton function's namespace (its module's, __builtins__ within),
     # a module as a call's value, attributes written by name (functools copies __code__ from
     # one function to another; enum puts members into a module's namespace), setters called

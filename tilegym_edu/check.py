@@ -80,9 +80,27 @@ def hints(message: str, shown: str = "") -> str:
                    if words in lowered and hint[:40] not in shown)
 
 
+def _defined_in_the_notebook(value: Any) -> bool:
+    """Whether ``value``, or anything in its tuples, lists and dicts, is an object of a class
+    the notebook defined (whose repr, dataclass-made, can run the notebook's code)."""
+    if type(value).__module__ == "__main__":
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_defined_in_the_notebook(v) for v in value)
+    if isinstance(value, dict):
+        return any(_defined_in_the_notebook(v) for v in [*value.keys(), *value.values()])
+    return False
+
+
 def explain(error: BaseException) -> str:
     """``raised <Type>: <first line of its message>``, plus what it means when it is an error
-    kernels are known to meet (see KNOWN_ERRORS); one line, as the grade table shows it."""
+    kernels are known to meet (see KNOWN_ERRORS); one line, as the grade table shows it. An
+    error that carries an object of the notebook's own classes is named without its message:
+    formatting it would run the learner's code outside the graded call (round 25 of the red
+    team ran a property's getter through a dataclass's repr)."""
+    if _defined_in_the_notebook(error.args):
+        return (f"raised {type(error).__name__}, with an object of your own class as its "
+                "message (not shown: raise it with a string)")
     lines = str(error).strip().splitlines()
     return f"raised {type(error).__name__}: {lines[0] if lines else ''}" + hints(str(error))
 

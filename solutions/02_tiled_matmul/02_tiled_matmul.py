@@ -169,23 +169,32 @@ for args, expected in [((64, 64, 64, 32, 32, 2), 32_768), ((128, 64, 32, 32, 16,
     got = grading.formula_answer(tiled_loaded_bytes, *args)
     assert got == expected, f"tiled_loaded_bytes{args} = {got}, expected {expected}"
 ### BEGIN HIDDEN TESTS
-def draw_tiling(rng):
-    """A tiling whose tiles divide the matrices, and a dtype."""
-    bm, bn, bk = (rng.choice([16, 32]) for _ in range(3))
-    return ((bm * rng.randint(1, 3), bn * rng.randint(1, 3), bk * rng.randint(1, 3), bm, bn, bk),
-            rng.choice([torch.float32, torch.float16]))
-
-
 for (M, N, K, bm, bn, bk), dtype in [((64, 32, 48, 32, 16, 16), torch.float32),
                                      ((32, 64, 32, 16, 32, 32), torch.float16),
-                                     ((48, 16, 16, 16, 16, 16), torch.float32)
-                                     ] + grading.drawn_cases(draw_tiling, 2):
+                                     ((48, 16, 16, 16, 16, 16), torch.float32)]:
     a, b = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": dtype},
                               torch.Generator().manual_seed(5))
     counted = traffic.count_traffic(reference.tiled_matmul, a, b, bm, bn, bk).loaded_bytes
     got = grading.formula_answer(tiled_loaded_bytes, M, N, K, bm, bn, a.element_size())
     assert got == counted, (f"tiled_loaded_bytes({M}, {N}, {K}, {bm}, {bn}, {a.element_size()}) "
                             f"= {got}, the reference kernel loaded {counted}")
+
+
+def draw_tiling(rng):
+    """Tiles that divide the matrices, from a range no one could count ahead, and an element
+    size."""
+    bm, bn = rng.choice([16, 32, 64, 128, 256]), rng.choice([16, 32, 64, 128, 256])
+    return (bm * rng.randint(1, 64), bn * rng.randint(1, 64), 16 * rng.randint(1, 512), bm, bn,
+            rng.choice([2, 4]))
+
+
+# drawn afresh at every grading; the counted cases above agree with this rule: every tile of
+# the output reads a bm-row band of a and a bn-column band of b, K deep
+for M, N, K, bm, bn, e in grading.drawn_cases(draw_tiling, 3):
+    expected = (M // bm) * (N // bn) * (bm + bn) * K * e
+    got = grading.formula_answer(tiled_loaded_bytes, M, N, K, bm, bn, e)
+    assert got == expected, (f"tiled_loaded_bytes({M}, {N}, {K}, {bm}, {bn}, {e}) = {got}, "
+                             f"expected {expected}")
 ### END HIDDEN TESTS
 print("tiled_loaded_bytes matches the tiled kernel's loads")
 

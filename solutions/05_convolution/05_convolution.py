@@ -482,14 +482,15 @@ check_im2col_source("2x3, stride 2, padding 1, dilation (2, 1)", (1, 3, 9, 7), (
 
 def draw_im2col_case(rng):
     """A small layer: x's shape, the kernel, stride, padding and dilation (each per axis),
-    with at least one output position."""
-    r, s = rng.randint(1, 3), rng.randint(1, 3)
-    stride, padding, dilation = ((rng.randint(1, 2), rng.randint(1, 2)),
-                                 (rng.randint(0, 1), rng.randint(0, 1)),
-                                 (rng.randint(1, 2), rng.randint(1, 2)))
-    h = rng.randint(max(1, dilation[0] * (r - 1) + 1 - 2 * padding[0]), 6)
-    w = rng.randint(max(1, dilation[1] * (s - 1) + 1 - 2 * padding[1]), 6)
-    return (rng.randint(1, 2), rng.randint(1, 3), h, w), (r, s), stride, padding, dilation
+    with at least one output position; drawn afresh at every grading, from more layers
+    (about 10^7) than anyone could tabulate ahead with the lesson's im2col."""
+    r, s = rng.randint(1, 4), rng.randint(1, 4)
+    stride, padding, dilation = ((rng.randint(1, 3), rng.randint(1, 3)),
+                                 (rng.randint(0, 2), rng.randint(0, 2)),
+                                 (rng.randint(1, 3), rng.randint(1, 3)))
+    h = rng.randint(max(1, dilation[0] * (r - 1) + 1 - 2 * padding[0]), 12)
+    w = rng.randint(max(1, dilation[1] * (s - 1) + 1 - 2 * padding[1]), 12)
+    return (rng.randint(1, 2), rng.randint(1, 4), h, w), (r, s), stride, padding, dilation
 
 
 for x_shape, kernel_size, stride, padding, dilation in grading.drawn_cases(draw_im2col_case, 2):
