@@ -1,4 +1,5 @@
 """traffic: bytes loaded and stored by Triton kernels, counted in the interpreter."""
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -184,10 +185,10 @@ def test_each_launch_is_counted_apart_with_its_busiest_program():
     x = torch.randn(3000)
     counted = count_traffic(lambda: triton_double(triton_double(x[:100])))
     assert counted.per_launch == (
-        LaunchTraffic("double_kernel", 1, 400, 400, 400),
-        LaunchTraffic("double_kernel", 1, 400, 400, 400))
+        LaunchTraffic("double_kernel", 1, 400, 400, 400, 400),
+        LaunchTraffic("double_kernel", 1, 400, 400, 400, 400))
     one = count_traffic(triton_double, x).per_launch
-    assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4),)
+    assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4, 1024 * 4),)
 
 
 def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
@@ -200,3 +201,17 @@ def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
     with pytest.raises(Exception, match="argument `.*` is a LooksLikeATensor"):
         count_traffic(lambda: _read_by_atomic_add_kernel[(1,)](torch.zeros(4), notebook_class(),
                                                                4, BLOCK=4))
+
+
+def test_a_load_larger_than_the_tiles_allow_fails_the_traffic_check():
+    """Round 26 of the red team loaded a whole row of keys in one tl.load (no online softmax)
+    within the total budget; assert_traffic's load_at_once_at_most sees the largest single
+    load."""
+    from tilegym_edu import grading
+    x = torch.randn(3000)
+    grading.assert_traffic(triton_double, (x,), lambda x: x * 2, torch.float32, what="double",
+                           stores=3000 * 4, load_at_once_at_most=1024 * 4)
+    with pytest.raises(AssertionError, match="one tl.load read 4,096 bytes at once, more than "
+                                             "the 2,048"):
+        grading.assert_traffic(triton_double, (x,), lambda x: x * 2, torch.float32,
+                               what="double", stores=3000 * 4, load_at_once_at_most=512 * 4)

@@ -309,18 +309,21 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
 def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
                    reference: Callable[..., torch.Tensor], dtype: torch.dtype, *,
                    what: str, stores: int, loads_at_most: float | None = None,
+                   load_at_once_at_most: int | None = None,
                    store_hint: str = "", load_hint: str = "") -> traffic.Traffic:
     """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's interpreter,
     on any machine: tilegym_edu.traffic) and fail unless it stored exactly ``stores`` bytes,
-    loaded at most ``loads_at_most`` (when given), and returned what ``reference`` returns (a
-    kernel that stores the right number of wrong bytes fails too). ``what`` names the case in
-    every message; the hints follow the failure they explain. Shows the counts (a figure for the
-    grade table) and returns them, launch by launch too. What PyTorch's copies and fills in
-    ``fn`` move counts too (an im2col matrix built with them: round 13 of the red team). The
-    floating-point inputs are shuffled in place first (same values, a new order each time), so
-    no answer exists before the call. The inputs must come back unchanged: the reference reads
-    copies taken before the call (a red team's kernel zeroed its inputs and stored zeros, which
-    the reference then agreed with)."""
+    loaded at most ``loads_at_most`` (when given) with no single ``tl.load`` over
+    ``load_at_once_at_most`` bytes (when given: round 26 of the red team loaded an attention
+    row's every key at once, no online softmax, within the total), and returned what
+    ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
+    ``what`` names the case in every message; the hints follow the failure they explain.
+    Shows the counts (a figure for the grade table) and returns them, launch by launch too.
+    What PyTorch's copies and fills in ``fn`` move counts too (an im2col matrix built with
+    them: round 13 of the red team). The floating-point inputs are shuffled in place first
+    (same values, a new order each time), so no answer exists before the call. The inputs
+    must come back unchanged: the reference reads copies taken before the call (a red team's
+    kernel zeroed its inputs and stored zeros, which the reference then agreed with)."""
     # the floating-point inputs' elements in an order nobody knows in advance: the test cells
     # draw them from fixed seeds, and an answer computed beforehand from those (round 12 of
     # the red team: a copy kernel stored it) is wrong now
@@ -351,6 +354,11 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
         by_torch = _by_torch(counted.torch_loaded_bytes)
         raise AssertionError(f"{what}: loaded {loaded:,} bytes{by_torch}, over the budget of "
                              f"{loads_at_most:,.0f}{load_hint}")
+    largest = max((launch.largest_load_bytes for launch in counted.per_launch), default=0)
+    if load_at_once_at_most is not None and largest > load_at_once_at_most:
+        raise AssertionError(f"{what}: one tl.load read {largest:,} bytes at once, more than "
+                             f"the {load_at_once_at_most:,} of the largest block the tiles "
+                             f"allow{load_hint}")
     passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)
     if not passed:
         raise AssertionError(f"{what}: the counted run's output is wrong: {message}")

@@ -39,15 +39,18 @@ from tilegym_edu import compat, kernel_bounds
 
 @dataclass(frozen=True)
 class LaunchTraffic:
-    """One kernel launch's share of a count: what its programs loaded and stored, and the most
+    """One kernel launch's share of a count: what its programs loaded and stored, the most
     that any one of its programs loaded (a program that walks all of K where it should walk one
-    range shows there)."""
+    range shows there), and the most that any one `tl.load` read (an attention kernel that
+    loads a whole row of keys at once, where it should walk them block by block, shows
+    there)."""
 
     kernel: str
     programs: int
     loaded_bytes: int
     stored_bytes: int
     busiest_program_loaded_bytes: int
+    largest_load_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class _Counter:
         self.torch_loaded = self.torch_stored = 0
         self.in_kernel = 0   # >0 while the interpreter runs a kernel (its own copies are not
         # the function's)
-        self.per_launch: list[list] = []   # [kernel, programs, loaded, stored, busiest]
+        # [kernel, programs, loaded, stored, busiest program, largest single load]
+        self.per_launch: list[list] = []
         self.program_loaded = 0            # what the running program has loaded so far
 
     def load(self, nbytes: int) -> None:
@@ -82,6 +86,7 @@ class _Counter:
         self.program_loaded += nbytes
         if self.per_launch:
             self.per_launch[-1][2] += nbytes
+            self.per_launch[-1][5] = max(self.per_launch[-1][5], nbytes)
 
     def store(self, nbytes: int) -> None:
         self.stored += nbytes
@@ -208,7 +213,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
         counter.launches += 1
         counter.in_kernel += 1
         counter.end_program()
-        counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0])
+        counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0, 0])
         try:
             return run(self, *args, **kwargs)
         finally:

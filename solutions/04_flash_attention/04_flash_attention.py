@@ -823,10 +823,14 @@ grading.assert_correct(flash_attention, attention_reference, make_attention_inpu
 # without causal masking, only those up to the end of its own query block with it. It stores the
 # output once, $S d e$ bytes. Your kernel must store exactly the output's bytes (anything like the
 # $S \times S$ scores shows up at once: they are 4 times the output here, in fp16), load at most
-# 1.25 times that budget, and compute the right output.
+# 1.25 times that budget, read no more at once than one block of the tiles (a `BLOCK_M` x $d$
+# block of `q` or a `BLOCK_N` x $d$ block of `k` or `v`: a kernel that loads a whole row of keys
+# in one go, and takes a plain softmax over it, has not written the online softmax), and compute
+# the right output.
 
 # %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_never_writes_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 6: flash_attention stores only its output and loads no more than the algorithm needs.
+# Exercise 6: flash_attention stores only its output, loads no more than the algorithm needs,
+# and walks the keys block by block (no tl.load larger than a block of the config's tiles).
 def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, causal):
     """Bytes: q once, and for each query block the k and v rows its queries may see."""
     seen = sum(min((i + 1) * block_m, seq) if causal else seq
@@ -847,6 +851,7 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
             what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
                  f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
             stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
+            load_at_once_at_most=max(block_m, block_n) * head_dim * q.element_size(),
             store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: "
                        "they must stay on chip)",
             load_hint=": load q once per program and each k and v block once"
