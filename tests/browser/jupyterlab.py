@@ -20,13 +20,23 @@ class CellRun:
     images: int          # rendered images among the outputs (naturalWidth > 100)
 
 
+#: true once the notebook's kernel is connected and idle. The execution indicator alone says
+#: idle while the status bar still says "No Kernel | Initializing" (seen 2026-12-05: every
+#: Shift+Enter after that ran nothing, and the lesson timed out), so the status bar must name
+#: a kernel too, where it is there to read.
+KERNEL_READY = """() => {
+    const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+    const bar = document.querySelector('#jp-main-statusbar');
+    const text = bar ? bar.innerText : '';
+    return indicator?.getAttribute('data-status') === 'idle'
+        && (!bar || (text.includes('Idle') && !text.includes('No Kernel')));
+}"""
+
+
 def open_notebook(page, url: str, timeout_s: float = 90) -> None:
     page.goto(url)
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
-    page.wait_for_function(
-        "() => document.querySelector('.jp-Notebook-ExecutionIndicator')"
-        "?.getAttribute('data-status') === 'idle'",
-        timeout=timeout_s * 1000)
+    page.wait_for_function(KERNEL_READY, timeout=timeout_s * 1000)
 
 
 def run_every_cell(page, total: int, on_output=None, timeout_s: float = 900) -> list[CellRun]:
