@@ -67,15 +67,11 @@ class HideHiddenTests(NbGraderPreprocessor):
         if cell.cell_type != "code" or self.begin not in cell.source:
             return cell, resources
         hidden_lines = _hidden_lines(cell.source, self.begin, self.end)
-        kept, hidden = [], False
-        for line in cell.source.split("\n"):
+        kept = []
+        for number, line in enumerate(cell.source.split("\n"), start=1):
             if self.begin in line:
-                hidden = True
-                indent = line[:len(line) - len(line.lstrip())]
-                kept.append(indent + HIDDEN_NOTE)
-            elif self.end in line:
-                hidden = False
-            elif not hidden:
+                kept.append(line[:len(line) - len(line.lstrip())] + HIDDEN_NOTE)
+            elif number not in hidden_lines:
                 kept.append(line)
         cell.source = "\n".join(kept)
         for output in cell.get("outputs", []):
