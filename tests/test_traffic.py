@@ -185,10 +185,10 @@ def test_each_launch_is_counted_apart_with_its_busiest_program():
     x = torch.randn(3000)
     counted = count_traffic(lambda: triton_double(triton_double(x[:100])))
     assert counted.per_launch == (
-        LaunchTraffic("double_kernel", 1, 400, 400, 400, 400),
-        LaunchTraffic("double_kernel", 1, 400, 400, 400, 400))
+        LaunchTraffic("double_kernel", 1, 400, 400, 400, 1024, (1024,)),
+        LaunchTraffic("double_kernel", 1, 400, 400, 400, 1024, (1024,)))
     one = count_traffic(triton_double, x).per_launch
-    assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4, 1024 * 4),)
+    assert one == (LaunchTraffic("double_kernel", 3, 12000, 12000, 1024 * 4, 1024, (1024,)),)
 
 
 def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
@@ -203,15 +203,40 @@ def test_a_kernel_given_an_object_of_a_notebook_class_is_not_counted():
                                                                4, BLOCK=4))
 
 
-def test_a_load_larger_than_the_tiles_allow_fails_the_traffic_check():
-    """Round 26 of the red team loaded a whole row of keys in one tl.load (no online softmax)
-    within the total budget; assert_traffic's load_at_once_at_most sees the largest single
-    load."""
+@triton.jit
+def _row_softmax_in_column_slices_kernel(x_ptr, y_ptr, COLS: tl.constexpr,
+                                         SLICE: tl.constexpr):
+    """Round 27 of the red team: one row of COLS values, loaded SLICE columns at a time into a
+    (COLS,) tensor, then a plain softmax over all of it (no load holds more than SLICE)."""
+    offs = tl.arange(0, COLS)
+    row = tl.zeros((COLS,), dtype=tl.float32)
+    for start in range(0, COLS, SLICE):
+        part = (offs >= start) & (offs < start + SLICE)
+        row += tl.load(x_ptr + offs, mask=part, other=0.0)
+    row = tl.exp(row - tl.max(row, axis=0))
+    tl.store(y_ptr + offs, row / tl.sum(row, axis=0))
+
+
+def _row_softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    _row_softmax_in_column_slices_kernel[(1,)](x, y, COLS=x.numel(), SLICE=8)
+    return y
+
+
+def test_a_tensor_larger_than_the_tiles_allow_fails_the_traffic_check():
+    """Rounds 26 and 27 of the red team held a whole row of attention scores (loaded in one
+    tl.load, then in column slices) and took a plain softmax, within the total budget:
+    assert_traffic's tile_at_most sees the largest tensor any program held, however its loads
+    were cut."""
     from tilegym_edu import grading
-    x = torch.randn(3000)
-    grading.assert_traffic(triton_double, (x,), lambda x: x * 2, torch.float32, what="double",
-                           stores=3000 * 4, load_at_once_at_most=1024 * 4)
-    with pytest.raises(AssertionError, match="one tl.load read 4,096 bytes at once, more than "
-                                             "the 2,048"):
-        grading.assert_traffic(triton_double, (x,), lambda x: x * 2, torch.float32,
-                               what="double", stores=3000 * 4, load_at_once_at_most=512 * 4)
+    x = torch.randn(64)
+    counted = grading.assert_traffic(_row_softmax, (x,), lambda x: torch.softmax(x, 0),
+                                     torch.float32, what="softmax", stores=64 * 4,
+                                     loads_at_most=64 * 4, tile_at_most=64)
+    assert counted.per_launch[0].largest_tensor_shape == (64,)
+    with pytest.raises(AssertionError, match=r"a program of _row_softmax_in_column_slices_kernel "
+                                             r"held a tensor of 64 elements \(64\), more than "
+                                             r"the 8 of the largest block the tiles need: hold"):
+        grading.assert_traffic(_row_softmax, (x,), lambda x: torch.softmax(x, 0),
+                               torch.float32, what="softmax", stores=64 * 4,
+                               loads_at_most=64 * 4, tile_at_most=8, tile_hint=": hold")

@@ -41,16 +41,17 @@ from tilegym_edu import compat, kernel_bounds
 class LaunchTraffic:
     """One kernel launch's share of a count: what its programs loaded and stored, the most
     that any one of its programs loaded (a program that walks all of K where it should walk one
-    range shows there), and the most that any one `tl.load` read (an attention kernel that
-    loads a whole row of keys at once, where it should walk them block by block, shows
-    there)."""
+    range shows there), and the largest tensor any of its programs held, in elements, with its
+    shape (an attention kernel that holds a whole row of scores, where it should walk the keys
+    block by block, shows there, however its loads are cut)."""
 
     kernel: str
     programs: int
     loaded_bytes: int
     stored_bytes: int
     busiest_program_loaded_bytes: int
-    largest_load_bytes: int = 0
+    largest_tensor_elements: int = 0
+    largest_tensor_shape: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ class _Counter:
         self.torch_loaded = self.torch_stored = 0
         self.in_kernel = 0   # >0 while the interpreter runs a kernel (its own copies are not
         # the function's)
-        # [kernel, programs, loaded, stored, busiest program, largest single load]
+        # [kernel, programs, loaded, stored, busiest program, largest tensor's elements, its
+        # shape]
         self.per_launch: list[list] = []
         self.program_loaded = 0            # what the running program has loaded so far
 
@@ -86,12 +88,17 @@ class _Counter:
         self.program_loaded += nbytes
         if self.per_launch:
             self.per_launch[-1][2] += nbytes
-            self.per_launch[-1][5] = max(self.per_launch[-1][5], nbytes)
 
     def store(self, nbytes: int) -> None:
         self.stored += nbytes
         if self.per_launch:
             self.per_launch[-1][3] += nbytes
+
+    def hold(self, shape: tuple[int, ...]) -> None:
+        """A program made a tensor of this shape: keep it if it is the launch's largest."""
+        elements = int(np.prod(shape, dtype=np.int64))
+        if self.per_launch and elements > self.per_launch[-1][5]:
+            self.per_launch[-1][5:7] = [elements, tuple(int(n) for n in shape)]
 
     def end_program(self) -> None:
         """The running program is done (or there was none yet): keep its loads if they are the
@@ -179,6 +186,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
     load, store = builder.create_masked_load, builder.create_masked_store
     atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
     set_grid_idx, run = builder.set_grid_idx, interpreter.InterpretedFunction.run
+    post_init = interpreter.TensorHandle.__post_init__
     jit_run, jit_call = JITFunction.run, JITFunction.__call__
 
     def counted_load(self, ptrs, mask, *rest, **kwargs):
@@ -213,12 +221,18 @@ def _counting(counter: _Counter) -> Iterator[None]:
         counter.launches += 1
         counter.in_kernel += 1
         counter.end_program()
-        counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0, 0])
+        counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0, 0, ()])
         try:
             return run(self, *args, **kwargs)
         finally:
             counter.end_program()
             counter.in_kernel -= 1
+
+    # every value a program makes (loaded, computed, a mask, pointers) is a TensorHandle
+    def held_post_init(self):
+        post_init(self)
+        if counter.in_kernel:
+            counter.hold(np.shape(self.data))
 
     # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.
     def interpreted_run(self, *args, **kwargs):
@@ -244,6 +258,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     builder.create_atomic_rmw, builder.create_atomic_cas = counted_atomic_rmw, counted_atomic_cas
     builder.set_grid_idx, interpreter.InterpretedFunction.run = counted_program, counted_run
+    interpreter.TensorHandle.__post_init__ = held_post_init
     JITFunction.run, JITFunction.__call__ = interpreted_run, interpreted_call
     interpreter._LangPatchScope.set_attr = recorded_set_attr
     try:
@@ -252,6 +267,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
         builder.create_masked_load, builder.create_masked_store = load, store
         builder.create_atomic_rmw, builder.create_atomic_cas = atomic_rmw, atomic_cas
         builder.set_grid_idx, interpreter.InterpretedFunction.run = set_grid_idx, run
+        interpreter.TensorHandle.__post_init__ = post_init
         JITFunction.run, JITFunction.__call__ = jit_run, jit_call
         interpreter._LangPatchScope.set_attr = set_attr
         for obj, name, value in originals.values():
