@@ -309,15 +309,18 @@ def assert_correct(fn: Callable[..., Any], reference: Callable[..., torch.Tensor
 def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
                    reference: Callable[..., torch.Tensor], dtype: torch.dtype, *,
                    what: str, stores: int, loads_at_most: float | None = None,
-                   tile_at_most: int | None = None,
+                   program_loads_at_most: float | None = None,
+                   held_at_most: int | None = None,
                    store_hint: str = "", load_hint: str = "",
-                   tile_hint: str = "") -> traffic.Traffic:
+                   held_hint: str = "") -> traffic.Traffic:
     """Count the global-memory traffic of one guarded call ``fn(*args)`` (in Triton's interpreter,
     on any machine: tilegym_edu.traffic) and fail unless it stored exactly ``stores`` bytes,
-    loaded at most ``loads_at_most`` (when given), held no tensor in a kernel's program of more
-    than ``tile_at_most`` elements (when given: rounds 26 and 27 of the red team took a plain
-    softmax over an attention row's every score, loaded at once or in column slices, within
-    the total), and returned what
+    loaded at most ``loads_at_most`` (when given) and no more than ``program_loads_at_most`` in
+    any one program of its kernels (when given: round 28 of the red team met lesson 02's total
+    with one program that computed all of C, untiled), that no program held more than
+    ``held_at_most`` elements at once (when given: rounds 26-28 of the red team took a plain
+    softmax over an attention row's every score, loaded at once, in column slices or as eight
+    blocks, within the total), and returned what
     ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
     ``what`` names the case in every message; the hints follow the failure they explain.
     Shows the counts (a figure for the grade table) and returns them, launch by launch too.
@@ -356,14 +359,22 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
         by_torch = _by_torch(counted.torch_loaded_bytes)
         raise AssertionError(f"{what}: loaded {loaded:,} bytes{by_torch}, over the budget of "
                              f"{loads_at_most:,.0f}{load_hint}")
-    largest = max(counted.per_launch, key=lambda launch: launch.largest_tensor_elements,
+    most = max(counted.per_launch, key=lambda launch: launch.busiest_program_loaded_bytes,
+               default=None)
+    if (program_loads_at_most is not None and most
+            and most.busiest_program_loaded_bytes > program_loads_at_most):
+        raise AssertionError(f"{what}: a program of {most.kernel} loaded "
+                             f"{most.busiest_program_loaded_bytes:,} bytes, more than the "
+                             f"{program_loads_at_most:,.0f} one tile of the output needs"
+                             f"{load_hint}")
+    busiest = max(counted.per_launch, key=lambda launch: launch.most_held_elements,
                   default=None)
-    if tile_at_most is not None and largest and largest.largest_tensor_elements > tile_at_most:
-        shape = " x ".join(str(n) for n in largest.largest_tensor_shape)
-        raise AssertionError(f"{what}: a program of {largest.kernel} held a tensor of "
-                             f"{largest.largest_tensor_elements:,} elements ({shape}), more than "
-                             f"the {tile_at_most:,} of the largest block the tiles need"
-                             f"{tile_hint}")
+    if held_at_most is not None and busiest and busiest.most_held_elements > held_at_most:
+        shape = " x ".join(str(n) for n in busiest.largest_tensor_shape)
+        raise AssertionError(f"{what}: a program of {busiest.kernel} held "
+                             f"{busiest.most_held_elements:,} elements at once (its values, "
+                             f"pointers and masks together; the largest one {shape}), more than "
+                             f"the {held_at_most:,} the tiles need{held_hint}")
     passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)
     if not passed:
         raise AssertionError(f"{what}: the counted run's output is wrong: {message}")

@@ -25,6 +25,7 @@ of the grader's red team).
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -41,16 +42,18 @@ from tilegym_edu import compat, kernel_bounds
 class LaunchTraffic:
     """One kernel launch's share of a count: what its programs loaded and stored, the most
     that any one of its programs loaded (a program that walks all of K where it should walk one
-    range shows there), and the largest tensor any of its programs held, in elements, with its
-    shape (an attention kernel that holds a whole row of scores, where it should walk the keys
-    block by block, shows there, however its loads are cut)."""
+    range shows there), the most elements any one program held at once (every value it had
+    made and still kept: loaded blocks, results, pointers, masks; what a GPU would need of its
+    registers and shared memory), and the largest single tensor among them, with its shape. An
+    attention kernel that keeps a whole row of scores, where it should walk the keys block by
+    block, shows in the held elements, however it cuts its loads or its blocks."""
 
     kernel: str
     programs: int
     loaded_bytes: int
     stored_bytes: int
     busiest_program_loaded_bytes: int
-    largest_tensor_elements: int = 0
+    most_held_elements: int = 0
     largest_tensor_shape: tuple[int, ...] = ()
 
 
@@ -78,10 +81,15 @@ class _Counter:
         self.torch_loaded = self.torch_stored = 0
         self.in_kernel = 0   # >0 while the interpreter runs a kernel (its own copies are not
         # the function's)
-        # [kernel, programs, loaded, stored, busiest program, largest tensor's elements, its
-        # shape]
+        # [kernel, programs, loaded, stored, busiest program, most held at once, largest
+        # tensor's shape]
         self.per_launch: list[list] = []
         self.program_loaded = 0            # what the running program has loaded so far
+        # the values kernels hold now, by the numpy buffer under them (views of one buffer
+        # count once): buffer id -> [values on it, its elements]
+        self.held: dict[int, list[int]] = {}
+        self.held_elements = 0
+        self.largest_elements = 0          # of the launch's largest tensor so far
 
     def load(self, nbytes: int) -> None:
         self.loaded += nbytes
@@ -94,11 +102,35 @@ class _Counter:
         if self.per_launch:
             self.per_launch[-1][3] += nbytes
 
-    def hold(self, shape: tuple[int, ...]) -> None:
-        """A program made a tensor of this shape: keep it if it is the launch's largest."""
-        elements = int(np.prod(shape, dtype=np.int64))
-        if self.per_launch and elements > self.per_launch[-1][5]:
-            self.per_launch[-1][5:7] = [elements, tuple(int(n) for n in shape)]
+    def hold(self, value: Any) -> None:
+        """A program made ``value`` (a TensorHandle): count its buffer as held until the last
+        value on it is freed (CPython frees a temporary at once, so what stays held is what the
+        program keeps in its variables), and keep the launch's peak and largest tensor."""
+        data = value.data
+        buffer = data
+        while isinstance(buffer, np.ndarray) and buffer.base is not None:
+            buffer = buffer.base
+        key = id(buffer)
+        if key in self.held:
+            self.held[key][0] += 1
+        else:
+            self.held[key] = [1, int(np.size(buffer))]
+            self.held_elements += self.held[key][1]
+        weakref.finalize(value, self._release, key)
+        if not self.per_launch:
+            return
+        launch = self.per_launch[-1]
+        launch[5] = max(launch[5], self.held_elements)
+        if np.size(data) > self.largest_elements:
+            self.largest_elements = int(np.size(data))
+            launch[6] = tuple(int(n) for n in np.shape(data))
+
+    def _release(self, key: int) -> None:
+        entry = self.held[key]
+        entry[0] -= 1
+        if not entry[0]:
+            self.held_elements -= entry[1]
+            del self.held[key]
 
     def end_program(self) -> None:
         """The running program is done (or there was none yet): keep its loads if they are the
@@ -222,6 +254,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
         counter.in_kernel += 1
         counter.end_program()
         counter.per_launch.append([self.fn.__name__, 0, 0, 0, 0, 0, ()])
+        counter.largest_elements = 0
         try:
             return run(self, *args, **kwargs)
         finally:
@@ -232,7 +265,7 @@ def _counting(counter: _Counter) -> Iterator[None]:
     def held_post_init(self):
         post_init(self)
         if counter.in_kernel:
-            counter.hold(np.shape(self.data))
+            counter.hold(self)
 
     # Kernels compiled for a GPU run through the interpreter while counting, nested calls too.
     def interpreted_run(self, *args, **kwargs):

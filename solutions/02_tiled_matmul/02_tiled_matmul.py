@@ -472,14 +472,16 @@ grading.assert_correct(tiled_matmul, matmul_reference, make_matmul_inputs, hidde
 # they are what tiling is about. This check runs your `tiled_matmul` on a 64³ fp16 product with 32 ×
 # 32 × 32 blocks under `traffic.count_traffic`. It must store exactly the $MNe$ bytes of $C$ (each
 # element once), load at most 1.5 times the $e\,MNK\,(1/B_N + 1/B_M)$ bytes that 32 × 32 tiles need
-# (the naive kernel loads 32 times that here), and compute the right product; a second check, on a
-# shape and blocks it does not show you, holds it to the same rules. It is graded everywhere. *Over
-# the budget* usually means your wrapper ignores the block sizes it is given (smaller tiles load
-# more); *stored ... but the output holds* means $C$ stored more than once (a store inside the $K$
-# loop) or in a dtype other than the inputs'.
+# (the naive kernel loads 32 times that here), with no program loading more than one tile's rows
+# of $A$ and columns of $B$, $(B_M + B_N) K e$ bytes, and compute the right product; a second
+# check, on a shape and blocks it does not show you, holds it to the same rules. It is graded
+# everywhere. *Over the budget* usually means your wrapper ignores the block sizes it is given
+# (smaller tiles load more, larger ones more a program); *stored ... but the output holds* means
+# $C$ stored more than once (a store inside the $K$ loop) or in a dtype other than the inputs'.
 
 # %% id="cell-24" nbgrader={"grade": true, "grade_id": "test_tiled_matmul_traffic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 3: tiled_matmul loads no more than 1.5x what its tiles need and stores C exactly once.
+# Exercise 3: tiled_matmul loads no more than 1.5x what its tiles need (a tile's rows and columns
+# a program) and stores C exactly once.
 def check_traffic(M, N, K, dtype, block_m, block_n, block_k):
     a, b = make_matmul_inputs({"M": M, "N": N, "K": K, "dtype": dtype},
                               torch.Generator().manual_seed(0))
@@ -487,7 +489,10 @@ def check_traffic(M, N, K, dtype, block_m, block_n, block_k):
     grading.assert_traffic(tiled_matmul, (a, b, block_m, block_n, block_k), matmul_reference, dtype,
                            what=f"{M}x{N}x{K} {str(dtype).removeprefix('torch.')}, blocks "
                                 f"{block_m}x{block_n}x{block_k}",
-                           stores=M * N * a.element_size(), loads_at_most=1.5 * ideal)
+                           stores=M * N * a.element_size(), loads_at_most=1.5 * ideal,
+                           program_loads_at_most=(block_m + block_n) * K * a.element_size(),
+                           load_hint=": each program computes one block_m x block_n tile of C "
+                                     "and loads its rows of A and columns of B once")
 
 
 check_traffic(64, 64, 64, torch.float16, 32, 32, 32)

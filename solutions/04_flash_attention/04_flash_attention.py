@@ -815,24 +815,29 @@ grading.assert_correct(flash_attention, attention_reference, make_attention_inpu
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-31"
-# **Exercise 6, what the kernel may move.** Without a GPU nothing can be timed, but the bytes can be
-# counted. The check below runs your `flash_attention` at batch 1, 2 heads, $S = 256$, head_dim 32
-# in fp16, with `BLOCK_M=64, BLOCK_N=32`, under `traffic.count_traffic`. Per head, the algorithm
-# loads `q` once ($S d e$ bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M
-# \rceil$ programs, every row of `k` and `v` that the program's queries may see: all $S$ of them
-# without causal masking, only those up to the end of its own query block with it. It stores the
-# output once, $S d e$ bytes. Your kernel must store exactly the output's bytes (anything like the
-# $S \times S$ scores shows up at once: they are 8 times the output here, in fp16), load at most
-# 1.25 times that budget, hold no tensor larger than one block of the tiles (a `BLOCK_M` x
-# `BLOCK_N` block of scores, a `BLOCK_M` x $d$ block of `q` or of the output, a `BLOCK_N` x $d$
-# block of `k` or `v`), and compute the right output. The size rule is what tells the online
-# softmax from a plain one: a kernel that holds a whole row of scores, however it cuts its loads,
-# and takes a plain softmax over it has not written the online softmax. It also means blocks are
-# multiplied with `tl.dot`, not by broadcasting into a three-dimensional product.
+# **Exercise 6, what the kernel may move and hold.** Without a GPU nothing can be timed, but the
+# bytes can be counted, and so can what a program keeps at once. The check below runs your
+# `flash_attention` at batch 1, 1 head, $S = 512$, head_dim 16 in fp16, with `BLOCK_M=16,
+# BLOCK_N=16`, under `traffic.count_traffic`. Per head, the algorithm loads `q` once ($S d e$
+# bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M \rceil$ programs, every row
+# of `k` and `v` that the program's queries may see: all $S$ of them without causal masking, only
+# those up to the end of its own query block with it. It stores the output once, $S d e$ bytes.
+# Your kernel must store exactly the output's bytes (anything like the $S \times S$ scores shows up
+# at once: they are 32 times the output here), load at most 1.25 times that budget, and compute the
+# right output.
+#
+# It must also hold no more than 24 blocks' worth of elements at once in any program, a block
+# being the largest of `BLOCK_M` x `BLOCK_N`, `BLOCK_M` x $d$ and `BLOCK_N` x $d$ (256 elements
+# here). Every value a program has made and still keeps counts: loaded blocks, scores, the
+# accumulator, pointers and masks. That is the point of the online softmax: what a program needs on
+# chip does not grow with $S$. The reference solution holds 12 blocks' worth. A plain softmax over
+# a row of 512 scores needs 32 blocks for the scores alone, and keeping all of `k` to go over it
+# twice needs 32 too, however the loads or the blocks are cut. Multiply blocks with `tl.dot`: a
+# three-dimensional broadcast product of a block of `q` and one of `k` is 16 blocks by itself.
 
 # %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_never_writes_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 6: flash_attention stores only its output, loads no more than the algorithm needs,
-# and walks the keys block by block (no tensor larger than a block of the config's tiles).
+# and holds no more than 24 blocks of the config's tiles at once (the online softmax).
 def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, causal):
     """Bytes: q once, and for each query block the k and v rows its queries may see."""
     seen = sum(min((i + 1) * block_m, seq) if causal else seq
@@ -845,6 +850,7 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
             "blocks": (block_m, block_n)}
     q, k, v, _, config = make_attention_inputs(case, torch.Generator().manual_seed(0))
     scores_bytes = batch * heads * seq * seq * q.element_size()
+    block = max(block_m * block_n, block_m * head_dim, block_n * head_dim)
     for causal in (False, True):
         budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m,
                                        causal)
@@ -853,18 +859,18 @@ def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
             what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
                  f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
             stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
-            tile_at_most=max(block_m * block_n, block_m * head_dim, block_n * head_dim),
+            held_at_most=24 * block,
             store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: "
                        "they must stay on chip)",
             load_hint=": load q once per program and each k and v block once"
                       + (", and skip the key blocks after the diagonal" if causal else ""),
-            tile_hint=f" ({block_m} x {block_n} scores, or {max(block_m, block_n)} x {head_dim} "
-                      "of q, k, v or the output): hold one block of keys' scores at a time, "
-                      "keeping a running maximum and sum (the online softmax), and multiply "
+            held_hint=f" (24 blocks of {block:,}; the online softmax holds about 12, a row of "
+                      f"{seq} scores is {block_m * seq // block}): keep one block of keys and "
+                      "their scores at a time, with a running maximum and sum, and multiply "
                       "blocks with tl.dot")
 
 
-check_traffic(1, 2, 256, 32, torch.float16, 64, 32)
+check_traffic(1, 1, 512, 16, torch.float16, 16, 16)
 ### BEGIN HIDDEN TESTS
 check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
 ### END HIDDEN TESTS
