@@ -183,7 +183,8 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
     "tilegym_edu.write_guard", "tilegym_edu.api_names", "tilegym_edu.handed_in",
-    "tilegym_edu.kernel_bounds", "tilegym_edu.lesson_data",
+    "tilegym_edu.kernel_bounds", "tilegym_edu.kernel_compiles",
+    "tilegym_edu.lesson_data",
 })
 
 #: methods that change the object they are called on (lists, dicts, sets; torch's name_ ops)

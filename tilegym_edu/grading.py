@@ -318,7 +318,7 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
     loaded at most ``loads_at_most`` (when given) and no more than ``program_loads_at_most`` in
     any one program of its kernels (when given: round 28 of the red team met lesson 02's total
     with one program that computed all of C, untiled), that no program held more than
-    ``held_at_most`` elements at once (when given: rounds 26-28 of the red team took a plain
+    ``held_at_most`` bytes at once (when given: rounds 26-28 of the red team took a plain
     softmax over an attention row's every score, loaded at once, in column slices or as eight
     blocks, within the total), and returned what
     ``reference`` returns (a kernel that stores the right number of wrong bytes fails too).
@@ -367,12 +367,12 @@ def assert_traffic(fn: Callable[..., Any], args: Sequence[Any],
                              f"{most.busiest_program_loaded_bytes:,} bytes, more than the "
                              f"{program_loads_at_most:,.0f} one tile of the output needs"
                              f"{load_hint}")
-    busiest = max(counted.per_launch, key=lambda launch: launch.most_held_elements,
+    busiest = max(counted.per_launch, key=lambda launch: launch.most_held_bytes,
                   default=None)
-    if held_at_most is not None and busiest and busiest.most_held_elements > held_at_most:
+    if held_at_most is not None and busiest and busiest.most_held_bytes > held_at_most:
         shape = " x ".join(str(n) for n in busiest.largest_tensor_shape)
         raise AssertionError(f"{what}: a program of {busiest.kernel} held "
-                             f"{busiest.most_held_elements:,} elements at once (its values, "
+                             f"{busiest.most_held_bytes:,} bytes at once (its values, "
                              f"pointers and masks together; the largest one {shape}), more than "
                              f"the {held_at_most:,} the tiles need{held_hint}")
     passed, _, message = compare_output(outputs[0], reference(*reference_inputs), dtype)

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tilegym_edu import kernel_compiles
+
 
 class OutOfBounds(Exception):
     """A kernel in Triton's interpreter touched memory outside the tensors it was given."""
@@ -175,7 +177,8 @@ def _leave(mode: _NoTorch) -> None:
 
 
 def confine() -> None:
-    """Patch Triton's interpreter (once): a launch records its arguments' storages, and every
+    """Patch Triton's interpreter (once): a launch of a notebook's kernel is first compiled by
+    Triton's compiler (kernel_compiles), a launch records its arguments' storages, and every
     load, store and atomic checks its addresses against them (check_addresses)."""
     from triton.runtime import interpreter
     executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
@@ -246,4 +249,7 @@ def confine() -> None:
     executor._restore_args_dev = unguarded_restore_args
     builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = checked_atomic_rmw, checked_atomic_cas
+    # the notebook's kernels must also be ones Triton's compiler takes (kernel_compiles)
+    interpreter.InterpretedFunction.run = kernel_compiles.wrap_run(
+        interpreter.InterpretedFunction.run)
     executor.tilegym_confined = True

@@ -42,18 +42,19 @@ from tilegym_edu import compat, kernel_bounds
 class LaunchTraffic:
     """One kernel launch's share of a count: what its programs loaded and stored, the most
     that any one of its programs loaded (a program that walks all of K where it should walk one
-    range shows there), the most elements any one program held at once (every value it had
-    made and still kept: loaded blocks, results, pointers, masks; what a GPU would need of its
-    registers and shared memory), and the largest single tensor among them, with its shape. An
+    range shows there), the most bytes any one program held at once (every value it had made
+    and still kept: loaded blocks, results, pointers, masks; what a GPU would need of its
+    registers and shared memory), and the shape of the largest single tensor it made. An
     attention kernel that keeps a whole row of scores, where it should walk the keys block by
-    block, shows in the held elements, however it cuts its loads or its blocks."""
+    block, shows in the held bytes, however it cuts its loads or its blocks or packs its
+    values."""
 
     kernel: str
     programs: int
     loaded_bytes: int
     stored_bytes: int
     busiest_program_loaded_bytes: int
-    most_held_elements: int = 0
+    most_held_bytes: int = 0
     largest_tensor_shape: tuple[int, ...] = ()
 
 
@@ -86,9 +87,9 @@ class _Counter:
         self.per_launch: list[list] = []
         self.program_loaded = 0            # what the running program has loaded so far
         # the values kernels hold now, by the numpy buffer under them (views of one buffer
-        # count once): buffer id -> [values on it, its elements]
+        # count once): buffer id -> [values on it, its bytes]
         self.held: dict[int, list[int]] = {}
-        self.held_elements = 0
+        self.held_bytes = 0
         self.largest_elements = 0          # of the launch's largest tensor so far
 
     def load(self, nbytes: int) -> None:
@@ -114,13 +115,13 @@ class _Counter:
         if key in self.held:
             self.held[key][0] += 1
         else:
-            self.held[key] = [1, int(np.size(buffer))]
-            self.held_elements += self.held[key][1]
+            self.held[key] = [1, int(np.size(buffer)) * np.dtype(buffer.dtype).itemsize]
+            self.held_bytes += self.held[key][1]
         weakref.finalize(value, self._release, key)
         if not self.per_launch:
             return
         launch = self.per_launch[-1]
-        launch[5] = max(launch[5], self.held_elements)
+        launch[5] = max(launch[5], self.held_bytes)
         if np.size(data) > self.largest_elements:
             self.largest_elements = int(np.size(data))
             launch[6] = tuple(int(n) for n in np.shape(data))
@@ -129,7 +130,7 @@ class _Counter:
         entry = self.held[key]
         entry[0] -= 1
         if not entry[0]:
-            self.held_elements -= entry[1]
+            self.held_bytes -= entry[1]
             del self.held[key]
 
     def end_program(self) -> None:

@@ -817,27 +817,28 @@ grading.assert_correct(flash_attention, attention_reference, make_attention_inpu
 # %% [markdown] id="cell-31"
 # **Exercise 6, what the kernel may move and hold.** Without a GPU nothing can be timed, but the
 # bytes can be counted, and so can what a program keeps at once. The check below runs your
-# `flash_attention` at batch 1, 1 head, $S = 512$, head_dim 16 in fp16, with `BLOCK_M=16,
-# BLOCK_N=16`, under `traffic.count_traffic`. Per head, the algorithm loads `q` once ($S d e$
-# bytes for elements of $e$ bytes) and, in each of the $\lceil S / B_M \rceil$ programs, every row
-# of `k` and `v` that the program's queries may see: all $S$ of them without causal masking, only
-# those up to the end of its own query block with it. It stores the output once, $S d e$ bytes.
-# Your kernel must store exactly the output's bytes (anything like the $S \times S$ scores shows up
-# at once: they are 32 times the output here), load at most 1.25 times that budget, and compute the
-# right output.
+# `flash_attention` at batch 1, 1 head, head_dim 16 in fp16, with `BLOCK_M=16, BLOCK_N=16`, under
+# `traffic.count_traffic`: without causal masking at $S = 1024$, with it at $S = 512$. Per head,
+# the algorithm loads `q` once ($S d e$ bytes for elements of $e$ bytes) and, in each of the
+# $\lceil S / B_M \rceil$ programs, every row of `k` and `v` that the program's queries may see: all
+# $S$ of them without causal masking, only those up to the end of its own query block with it. It
+# stores the output once, $S d e$ bytes. Your kernel must store exactly the output's bytes
+# (anything like the $S \times S$ scores shows up at once: they are 64 times the output at $S =
+# 1024$), load at most 1.25 times that budget, and compute the right output.
 #
-# It must also hold no more than 24 blocks' worth of elements at once in any program, a block
-# being the largest of `BLOCK_M` x `BLOCK_N`, `BLOCK_M` x $d$ and `BLOCK_N` x $d$ (256 elements
-# here). Every value a program has made and still keeps counts: loaded blocks, scores, the
-# accumulator, pointers and masks. That is the point of the online softmax: what a program needs on
-# chip does not grow with $S$. The reference solution holds 12 blocks' worth. A plain softmax over
-# a row of 512 scores needs 32 blocks for the scores alone, and keeping all of `k` to go over it
-# twice needs 32 too, however the loads or the blocks are cut. Multiply blocks with `tl.dot`: a
-# three-dimensional broadcast product of a block of `q` and one of `k` is 16 blocks by itself.
+# It must also hold no more than 16 KiB at once in any program: 16 blocks of 1,024 bytes, a block
+# being the largest of `BLOCK_M` x `BLOCK_N`, `BLOCK_M` x $d$ and `BLOCK_N` x $d$ in 4-byte values.
+# Every value a program has made and still keeps counts, at its size in bytes: loaded blocks,
+# scores, the accumulator, pointers (8 bytes each) and masks. That is the point of the online
+# softmax: what a program needs on chip does not grow with $S$. The reference solution holds 9.5 KB
+# (9,740 bytes). At $S = 1024$ a row of scores is 32 KiB even in fp16, and so is all of `k`
+# (kept to go over the keys twice), however the loads or the blocks are cut. Multiply blocks with
+# `tl.dot`: a three-dimensional broadcast product of a block of `q` and one of `k` takes 16 KiB
+# by itself.
 
 # %% id="cell-32" nbgrader={"grade": true, "grade_id": "test_never_writes_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 # Exercise 6: flash_attention stores only its output, loads no more than the algorithm needs,
-# and holds no more than 24 blocks of the config's tiles at once (the online softmax).
+# and holds no more than 16 blocks of the config's tiles at once (the online softmax).
 def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, causal):
     """Bytes: q once, and for each query block the k and v rows its queries may see."""
     seen = sum(min((i + 1) * block_m, seq) if causal else seq
@@ -845,34 +846,34 @@ def attention_load_budget(batch, heads, seq, head_dim, element_size, block_m, ca
     return batch * heads * (seq + 2 * seen) * head_dim * element_size
 
 
-def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n):
+def check_traffic(batch, heads, seq, head_dim, dtype, block_m, block_n, causal):
     case = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "dtype": dtype,
             "blocks": (block_m, block_n)}
     q, k, v, _, config = make_attention_inputs(case, torch.Generator().manual_seed(0))
     scores_bytes = batch * heads * seq * seq * q.element_size()
-    block = max(block_m * block_n, block_m * head_dim, block_n * head_dim)
-    for causal in (False, True):
-        budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m,
-                                       causal)
-        grading.assert_traffic(
-            flash_attention, (q, k, v, causal, config), attention_reference, dtype,
-            what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
-                 f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
-            stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
-            held_at_most=24 * block,
-            store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: "
-                       "they must stay on chip)",
-            load_hint=": load q once per program and each k and v block once"
-                      + (", and skip the key blocks after the diagonal" if causal else ""),
-            held_hint=f" (24 blocks of {block:,}; the online softmax holds about 12, a row of "
-                      f"{seq} scores is {block_m * seq // block}): keep one block of keys and "
-                      "their scores at a time, with a running maximum and sum, and multiply "
-                      "blocks with tl.dot")
+    block = 4 * max(block_m * block_n, block_m * head_dim, block_n * head_dim)
+    budget = attention_load_budget(batch, heads, seq, head_dim, q.element_size(), block_m, causal)
+    grading.assert_traffic(
+        flash_attention, (q, k, v, causal, config), attention_reference, dtype,
+        what=f"{'causal' if causal else 'non-causal'}, ({batch}, {heads}, {seq}, {head_dim}) "
+             f"{str(dtype)[6:]}, blocks {block_m} x {block_n}",
+        stores=q.numel() * q.element_size(), loads_at_most=1.25 * budget,
+        held_at_most=16 * block,
+        store_hint=f" (the {seq} x {seq} scores would be {scores_bytes:,} bytes: "
+                   "they must stay on chip)",
+        load_hint=": load q once per program and each k and v block once"
+                  + (", and skip the key blocks after the diagonal" if causal else ""),
+        held_hint=f" (16 blocks of {block:,} bytes; a row of {seq} scores is "
+                  f"{2 * block_m * seq:,} bytes even in fp16): keep one block of keys and "
+                  "their scores at a time, with a running maximum and sum, and multiply "
+                  "blocks with tl.dot")
 
 
-check_traffic(1, 1, 512, 16, torch.float16, 16, 16)
+check_traffic(1, 1, 1024, 16, torch.float16, 16, 16, causal=False)
+check_traffic(1, 1, 512, 16, torch.float16, 16, 16, causal=True)
 ### BEGIN HIDDEN TESTS
-check_traffic(1, 1, 128, 32, torch.float32, 64, 32)
+for causal in (False, True):
+    check_traffic(1, 1, 128, 32, torch.float32, 64, 32, causal)
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-33"

@@ -1,0 +1,89 @@
+"""kernel_compiles: a notebook's kernel that Triton's interpreter runs must be one Triton's
+compiler takes (round 29 of the red team kept Python values inside kernels, which no count
+sees). The kernels here are made the notebook's by their module name, "__main__"."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tilegym_edu import kernel_bounds, kernel_compiles, traffic
+
+
+@triton.jit
+def _row_softmax_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """A valid kernel with reductions (tl.max, tl.sum: kernels of triton.language's own)."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + offs, e / tl.sum(e, axis=0), mask=offs < n)
+
+
+@triton.jit
+def _kept_in_a_python_int_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """Round 29: a value kept as a Python int, which only the interpreter allows."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    kept: tl.constexpr = 0
+    kept |= int(tl.sum(x, axis=0))
+    tl.store(y_ptr + offs, x + kept, mask=offs < n)
+
+
+@triton.jit
+def _values_in_a_growing_tuple_kernel(x_ptr, y_ptr):
+    """Loop counters left behind by data-dependent loops, kept in a tuple that grows."""
+    kept = ()
+    for i in range(2):
+        for count in range(tl.load(x_ptr + i)):
+            pass
+        kept = kept + (count,)
+    tl.store(y_ptr, kept[0] + kept[1])
+
+
+@pytest.fixture
+def notebook_kernels(monkeypatch):
+    """The kernels above as if a notebook's cells had defined them, in a confined interpreter."""
+    kernel_bounds.confine()
+    for kernel in (_row_softmax_kernel, _kept_in_a_python_int_kernel,
+                   _values_in_a_growing_tuple_kernel):
+        monkeypatch.setattr(kernel.fn, "__module__", "__main__")
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    _row_softmax_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+
+
+def test_a_kernel_the_compiler_takes_runs_even_after_runs_that_left_the_language_patched(
+        notebook_kernels):
+    """An interpreted run of a kernel with a reduction leaves some of triton.language patched
+    for the interpreter; the check compiles against the language as it was."""
+    x = torch.randn(100)
+    torch.testing.assert_close(_softmax(x), torch.softmax(x, 0))
+    kernel_compiles._compiled.clear()
+    counted = traffic.count_traffic(_softmax, x)
+    assert counted.loaded_bytes == 400
+
+
+def test_a_python_int_kept_in_a_kernel_is_refused_with_the_compiler_s_message(notebook_kernels):
+    x = torch.arange(8, dtype=torch.int32)
+    with pytest.raises(kernel_compiles.NotCompilable,
+                       match=r"kernel `_kept_in_a_python_int_kernel` runs in Triton's interpreter, "
+                             r"but Triton's compiler refuses it \(line \d+ of "
+                             r"`_kept_in_a_python_int_kernel`, `kept \|= int\(tl.sum\(x, "
+                             r"axis=0\)\)`: .*int\(\) argument"):
+        _kept_in_a_python_int_kernel[(1,)](x, torch.empty_like(x), 8, BLOCK=8)
+
+
+def test_loop_counters_kept_in_a_growing_tuple_are_refused(notebook_kernels):
+    x = torch.tensor([3, 5], dtype=torch.int32)
+    with pytest.raises(kernel_compiles.NotCompilable, match="_values_in_a_growing_tuple_kernel"):
+        _values_in_a_growing_tuple_kernel[(1,)](x, torch.zeros(1, dtype=torch.int32))
+
+
+def test_kernels_of_modules_are_not_compiled_here():
+    """The course's own kernels (and these, outside the fixture) are left to their tests."""
+    kernel_bounds.confine()
+    x, y = torch.tensor([3, 5], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    _values_in_a_growing_tuple_kernel[(1,)](x, y)
+    assert y.item() == 2 + 4
