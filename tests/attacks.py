@@ -125,6 +125,12 @@ ATTACKS = [
     Attack(1, "property_getter", "class Note:\n    text = property(lambda self: 'x')", "name"),
     Attack(1, "cached_property", "import functools\nlater = functools.cached_property",
            "attribute"),
+    # round 30: an argument's type differs between Triton's compiler (a float is an fp32
+    # tensor) and its interpreter (a Python float), so `isinstance` hid from the compile check
+    # (tilegym_edu/kernel_compiles.py) a branch that only the interpreter ran
+    Attack(2, "kernel_tells_compiler_from_interpreter",
+           "@triton.jit\ndef two_faced_kernel(x_ptr, scale):\n"
+           "    if isinstance(scale, float):\n        tl.store(x_ptr, 0)", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),
