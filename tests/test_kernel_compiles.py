@@ -39,12 +39,43 @@ def _values_in_a_growing_tuple_kernel(x_ptr, y_ptr):
     tl.store(y_ptr, kept[0] + kept[1])
 
 
+@triton.jit
+def _one_overflows_kernel(x_ptr, y_ptr, one):
+    """An int argument of 1 is a constant to the compiler: if the interpreter made it an int32
+    tensor, `one * 2**31` would overflow there and take the branch the compiler dropped."""
+    if one * 2**31 > 0:
+        tl.store(y_ptr, tl.load(x_ptr))
+    else:
+        kept: tl.constexpr = 0
+        kept |= int(tl.load(x_ptr))
+        tl.store(y_ptr, kept + 100)
+
+
+@triton.jit
+def _one_is_one_kernel(x_ptr, y_ptr, one):
+    """Round 31: `is` on an argument of 1 (a tensor's identity in the interpreter)."""
+    if one is int(1):  # round 31's `one is 1`, without Python's warning about a literal
+        tl.store(y_ptr, tl.load(x_ptr))
+    else:
+        tl.store(y_ptr, tl.load(x_ptr) + 100)
+
+
+@triton.jit
+def _one_rounds_kernel(x_ptr, y_ptr, one):
+    """Round 31: float rounding on an argument of 1 (fp32 in the interpreter's tensor)."""
+    if one * 0.1 * 3 != 0.3:
+        tl.store(y_ptr, tl.load(x_ptr))
+    else:
+        tl.store(y_ptr, tl.load(x_ptr) + 100)
+
+
 @pytest.fixture
 def notebook_kernels(monkeypatch):
     """The kernels above as if a notebook's cells had defined them, in a confined interpreter."""
     kernel_bounds.confine()
     for kernel in (_row_softmax_kernel, _kept_in_a_python_int_kernel,
-                   _values_in_a_growing_tuple_kernel):
+                   _values_in_a_growing_tuple_kernel, _one_overflows_kernel,
+                   _one_is_one_kernel, _one_rounds_kernel):
         monkeypatch.setattr(kernel.fn, "__module__", "__main__")
 
 
@@ -79,6 +110,17 @@ def test_loop_counters_kept_in_a_growing_tuple_are_refused(notebook_kernels):
     x = torch.tensor([3, 5], dtype=torch.int32)
     with pytest.raises(kernel_compiles.NotCompilable, match="_values_in_a_growing_tuple_kernel"):
         _values_in_a_growing_tuple_kernel[(1,)](x, torch.zeros(1, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("kernel", ["_one_overflows_kernel", "_one_is_one_kernel",
+                                    "_one_rounds_kernel"])
+def test_an_argument_of_1_is_a_constant_in_the_interpreter_as_in_the_compiler(kernel,
+                                                                              notebook_kernels):
+    """Rounds 30-31 took, in the interpreter, a branch the compiler had dropped (so never
+    checked) by a test on an argument of 1: int32 overflow, `is`, fp32 rounding."""
+    x, y = torch.tensor([7], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    globals()[kernel][(1,)](x, y, 1)
+    assert y.item() == 7
 
 
 def test_kernels_of_modules_are_not_compiled_here():

@@ -202,6 +202,12 @@ def confine() -> None:
                                   "pass tensors (as pointers, without tl.constexpr), numbers, "
                                   "strings, dtypes and tuples of them")
         check_globals(self.fn)
+        # an int argument equal to 1 is a constant to Triton's compiler (a Python int), a tensor
+        # to its interpreter: an int32 overflow then took a branch the compiler had dropped, out
+        # of the compile check's sight (kernel_compiles); here it is a constant too
+        ones = [name for name, value in bound.items()
+                if type(value) is int and value == 1 and name not in self.constexprs]
+        self.constexprs = [*self.constexprs, *ones]
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))
         no_torch = _launches[-1][2]
