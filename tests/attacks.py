@@ -131,6 +131,13 @@ ATTACKS = [
     Attack(2, "kernel_tells_compiler_from_interpreter",
            "@triton.jit\ndef two_faced_kernel(x_ptr, scale):\n"
            "    if isinstance(scale, float):\n        tl.store(x_ptr, 0)", "kernel"),
+    # round 32: a tl.constexpr is a Python value to the compiler, an object to the interpreter
+    Attack(2, "kernel_is_on_a_constant",
+           "@triton.jit\ndef two_faced_kernel(x_ptr):\n"
+           "    if tl.arange(0, 16).shape[0] is 16:\n        tl.store(x_ptr, 0)", "kernel"),
+    Attack(2, "kernel_asks_hasattr",
+           "@triton.jit\ndef two_faced_kernel(x_ptr, t):\n"
+           "    if hasattr(t, 'dtype'):\n        tl.store(x_ptr, 0)", "kernel"),
     # round 9: Triton's interpreter ran a plain function again from its text, unguarded
     Attack(1, "jit_called_on_a_function", "def poke(self, value):\n    self.passed = value\n"
                                           "poked = triton.jit(poke)", "kernel"),

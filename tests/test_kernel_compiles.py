@@ -69,13 +69,37 @@ def _one_rounds_kernel(x_ptr, y_ptr, one):
         tl.store(y_ptr, tl.load(x_ptr) + 100)
 
 
+@triton.jit
+def _one_in_a_tuple_kernel(x_ptr, y_ptr, t):
+    """Round 32: the 1 inside a tuple argument is a constant to the compiler too."""
+    if t[0] * 2147483647 + t[0] > 0:
+        tl.store(y_ptr, tl.load(x_ptr))
+    else:
+        tl.store(y_ptr, tl.load(x_ptr) + 100)
+
+
+MODE = tl.constexpr(0)
+
+
+@triton.jit
+def _reads_a_global_kernel(x_ptr, y_ptr):
+    """Round 32: compiled with MODE 0, then launched with MODE 1, which takes another path."""
+    if MODE == 1:
+        kept: tl.constexpr = 0
+        kept |= int(tl.load(x_ptr))
+        tl.store(y_ptr, kept)
+    else:
+        tl.store(y_ptr, tl.load(x_ptr))
+
+
 @pytest.fixture
 def notebook_kernels(monkeypatch):
     """The kernels above as if a notebook's cells had defined them, in a confined interpreter."""
     kernel_bounds.confine()
     for kernel in (_row_softmax_kernel, _kept_in_a_python_int_kernel,
                    _values_in_a_growing_tuple_kernel, _one_overflows_kernel,
-                   _one_is_one_kernel, _one_rounds_kernel):
+                   _one_is_one_kernel, _one_rounds_kernel, _one_in_a_tuple_kernel,
+                   _reads_a_global_kernel):
         monkeypatch.setattr(kernel.fn, "__module__", "__main__")
 
 
@@ -121,6 +145,22 @@ def test_an_argument_of_1_is_a_constant_in_the_interpreter_as_in_the_compiler(ke
     x, y = torch.tensor([7], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
     globals()[kernel][(1,)](x, y, 1)
     assert y.item() == 7
+
+
+def test_a_1_inside_a_tuple_argument_is_a_constant_too(notebook_kernels):
+    x, y = torch.tensor([7], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    _one_in_a_tuple_kernel[(1,)](x, y, (1, 2))
+    assert y.item() == 7
+    with pytest.raises(kernel_bounds.OutOfBounds, match="a tuple holding 1 beside tensors"):
+        _one_in_a_tuple_kernel[(1,)](x, y, (1, x))
+
+
+def test_a_global_the_kernel_reads_is_part_of_what_was_compiled(notebook_kernels, monkeypatch):
+    x, y = torch.tensor([7], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    _reads_a_global_kernel[(1,)](x, y)
+    monkeypatch.setitem(globals(), "MODE", tl.constexpr(1))
+    with pytest.raises(kernel_compiles.NotCompilable, match="int\\(\\) argument"):
+        _reads_a_global_kernel[(1,)](x, y)
 
 
 def test_kernels_of_modules_are_not_compiled_here():

@@ -745,6 +745,16 @@ class _Auditor(ast.NodeVisitor):
                   and isinstance(inner.ctx, ast.Load)):
                 self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: a kernel launched from "
                             "inside a kernel (real Triton cannot; launch kernels from Python)")
+            elif isinstance(inner, ast.Compare) and any(
+                    isinstance(op, (ast.Is, ast.IsNot))
+                    and not any(isinstance(side, ast.Constant) and side.value is None
+                                for side in (left, right))
+                    for op, left, right in zip(inner.ops, [inner.left, *inner.comparators],
+                                               inner.comparators)):
+                # round 32 of the red team: a tl.constexpr is a Python value to the compiler and
+                # an object to the interpreter, so `is` took a branch the compile check never saw
+                self.refuse(inner, "kernel", f"`{ast.unparse(inner)}`: in a Triton kernel `is` "
+                            "compares only with None (use == for values)")
 
     def check_kernel_held_by_name(self, node: ast.AST, parent: ast.AST | None,
                                   local: set[str]) -> None:

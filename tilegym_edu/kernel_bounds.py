@@ -128,6 +128,21 @@ def _globals_read(code: types.CodeType) -> frozenset[str]:
     return frozenset(names)
 
 
+def _holds_one(value) -> bool:
+    """Whether an argument is the int 1 or a tuple holding it (at any depth): a constant to
+    Triton's compiler (round 32 of the red team: inside a tuple too)."""
+    if type(value) is int:
+        return value == 1
+    return isinstance(value, tuple) and any(_holds_one(item) for item in value)
+
+
+def _only_numbers(value) -> bool:
+    """Whether an argument is a number, None or a tuple of those (at any depth)."""
+    if isinstance(value, tuple):
+        return all(_only_numbers(item) for item in value)
+    return value is None or type(value) in (int, float, bool)
+
+
 def check_globals(fn, seen: set | None = None) -> None:
     """Raise OutOfBounds unless every global ``fn`` (a kernel's Python function) reads, and those
     of each kernel it calls, is of a kind a kernel may read (:func:`_global_refused`)."""
@@ -202,11 +217,17 @@ def confine() -> None:
                                   "pass tensors (as pointers, without tl.constexpr), numbers, "
                                   "strings, dtypes and tuples of them")
         check_globals(self.fn)
-        # an int argument equal to 1 is a constant to Triton's compiler (a Python int), a tensor
-        # to its interpreter: an int32 overflow then took a branch the compiler had dropped, out
-        # of the compile check's sight (kernel_compiles); here it is a constant too
+        # an int argument equal to 1 (or a tuple holding one) is a constant to Triton's compiler
+        # (Python ints), tensors to its interpreter: an int32 overflow then took a branch the
+        # compiler had dropped, out of the compile check's sight (kernel_compiles); here it is
+        # constant too
         ones = [name for name, value in bound.items()
-                if type(value) is int and value == 1 and name not in self.constexprs]
+                if _holds_one(value) and name not in self.constexprs]
+        for name in ones:
+            if not _only_numbers(bound[name]):
+                raise OutOfBounds(f"kernel `{self.fn.__name__}`'s argument `{name}` is a tuple "
+                                  "holding 1 beside tensors: pass the 1 as an argument of its "
+                                  "own")
         self.constexprs = [*self.constexprs, *ones]
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         _launches[-1][1].extend(_storage_ranges([*args_hst, *kwargs_hst.values()]))

@@ -115,6 +115,24 @@ def _twin(fn: Callable, made: dict) -> JITFunction:
     return jit
 
 
+def _globals_read(fn: Callable, seen: set) -> tuple:
+    """(name, value) of each global the kernel ``fn`` and the kernels it calls read (kernels by
+    identity, the rest by repr: kernel_bounds allows only modules, kernels, builtins, dtypes,
+    numbers and strings there). Part of the cache's key: round 32 of the red team compiled a
+    kernel, then changed a tl.constexpr global, or rebound a helper kernel, that it read."""
+    if fn in seen:
+        return ()
+    seen.add(fn)
+    read = []
+    for name in fn.__code__.co_names:
+        value = fn.__globals__.get(name, _ABSENT)
+        if isinstance(value, InterpretedFunction):
+            read += [(name, value), *_globals_read(value.fn, seen)]
+        elif not isinstance(value, types.ModuleType):
+            read.append((name, repr(value)))
+    return tuple(read)
+
+
 def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
     """Compile ``fn`` to Triton's IR for TARGET, specialized as a launch with these arguments
     would be (JITFunction.run's steps up to the compile)."""
@@ -124,7 +142,7 @@ def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
     backend = make_backend(TARGET)
     binder = create_function_from_signature(jit.signature, jit.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
-    key = (fn, str(specialization), str(sorted(kwargs.items())))
+    key = (fn, str(specialization), str(sorted(kwargs.items())), _globals_read(fn, set()))
     if key in _compiled:
         return
     options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args,
