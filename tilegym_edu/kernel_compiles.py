@@ -32,7 +32,8 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 #: what the kernels are compiled for: an H100 or H200 (compute capability 9.0, warps of 32)
 TARGET = GPUTarget("cuda", 90, 32)
 
-#: the specializations already compiled: (function, its arguments' specialization, options)
+#: the launches already compiled: (function, the globals it reads, its arguments' specialization,
+#: its options)
 _compiled: set[tuple] = set()
 
 
@@ -133,16 +134,24 @@ def _globals_read(fn: Callable, seen: set) -> tuple:
     return tuple(read)
 
 
+#: JITFunction twins of the notebook's kernels, by (function, the globals it reads)
+_TWINS: dict = {}
+
+
 def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
     """Compile ``fn`` to Triton's IR for TARGET, specialized as a launch with these arguments
-    would be (JITFunction.run's steps up to the compile)."""
+    would be (JITFunction.run's steps up to the compile), unless that specialization of ``fn``,
+    reading the globals it reads now, was compiled before."""
     from triton._C.libtriton import ir
 
-    jit = _twin(fn, {})
+    read = _globals_read(fn, set())
+    jit = _TWINS.get((fn, read))
+    if jit is None:
+        jit = _TWINS[fn, read] = _twin(fn, {})
     backend = make_backend(TARGET)
     binder = create_function_from_signature(jit.signature, jit.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
-    key = (fn, str(specialization), str(sorted(kwargs.items())), _globals_read(fn, set()))
+    key = (fn, read, str(specialization), str(sorted(kwargs.items())))
     if key in _compiled:
         return
     options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args,
@@ -150,9 +159,10 @@ def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    ASTSource(jit, signature, constexprs, attrs).make_ir(
-        TARGET, options, backend.get_codegen_implementation(options), backend.get_module_map(),
-        context)
+    with _pristine_language():
+        ASTSource(jit, signature, constexprs, attrs).make_ir(
+            TARGET, options, backend.get_codegen_implementation(options),
+            backend.get_module_map(), context)
     _compiled.add(key)
 
 
@@ -165,7 +175,7 @@ def check(fn: Callable, args: tuple, kwargs: dict) -> None:
     options = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
     try:
         # Triton 3.9 warns, once, that its fp-fusion default will change: nothing to the learner
-        with _pristine_language(), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             _compile(fn, args, options)
     except CompilationError as error:
