@@ -719,11 +719,11 @@ print(f"im2col + GEMM: stored {unfolded.stored_bytes:,} bytes (padded x, A, y; "
 # 1, odd image sizes, channel counts that are not multiples of any block (3, 5, 20 in; 6, 18 out),
 # batches of 1 and 2, fp16 and fp32, that `y` is channels_last, and that an NCHW `x` or a `w` with
 # the wrong number of channels raises a `ValueError`; (2b) strides 2, (2, 1) and (1, 2), padding
-# (1, 0) and 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores, counted in the
-# interpreter; (2d, 2e) on a GPU, your speed on the three 3x3 ResNet layers against im2col + cuBLAS
-# and against cuDNN. During grading PyTorch may only allocate, view and copy: a `conv2d` that calls
-# `F.conv2d`, a matmul, `F.pad` or the reference's `conv2d` fails, with a `LibraryShortcut`, every
-# exercise that calls it.
+# (1, 0) and 2, dilation 2, a 2x3 filter; (2c) the bytes your kernel stores and loads, counted in
+# the interpreter; (2d, 2e) on a GPU, your speed on the three 3x3 ResNet layers against im2col +
+# cuBLAS and against cuDNN. During grading PyTorch may only allocate, view and copy: a `conv2d`
+# that calls `F.conv2d`, a matmul, `F.pad` or the reference's `conv2d` fails, with a
+# `LibraryShortcut`, every exercise that calls it.
 
 # %% id="cell-29" nbgrader={"grade": false, "grade_id": "conv2d_solution", "locked": false, "schema_version": 3, "solution": true, "task": false}
 # include: tilegym_edu/reference/convolution.py conv2d_kernel solution
@@ -849,20 +849,44 @@ grading.assert_correct(conv2d, conv_reference, make_conv_inputs, hidden_cases, s
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-34"
-# **Exercise 2c, what the kernel may write.** Without a GPU nothing can be timed, but the bytes can
-# be counted. The check below runs your `conv2d` on a small ResNet-like layer (batch 1, 16 channels
-# in and out, 8x8, 3x3, padding 1, fp16) under `traffic.count_traffic`. An implicit GEMM stores $y$,
-# once, and nothing else: its stored bytes must equal $y$'s exactly, where the unfolded matrix alone
-# would be 9 times the input. The output of the counted run must be right, too. A message "stored
-# ... bytes, but the output holds ..." means your code writes something besides $y$ (an unfolded
-# matrix, partial sums) or writes some elements twice, e.g. rows past $M$ or columns past $K$ that
-# the store does not mask. What PyTorch writes in your wrapper counts as well (a `clone`, a
-# `copy_`, a conversion: the message says how many of the bytes were PyTorch's); `torch.empty`
-# and views write nothing.
+# **Exercise 2c, what the kernel may write and read.** Without a GPU nothing can be timed, but the
+# bytes can be counted. The check below runs your `conv2d` on a small ResNet-like layer (batch 1,
+# 16 channels in, 64 out, 8x8, 3x3, padding 1, fp16) under `traffic.count_traffic`, and checks
+# three things:
+#
+# - **Stores.** An implicit GEMM stores $y$, once, and nothing else: the stored bytes must equal
+#   $y$'s exactly, where the unfolded matrix alone would be 9 times the input. A message
+#   "stored ... bytes, but the output holds ..." means your code writes something besides $y$ (an
+#   unfolded matrix, partial sums) or writes some elements twice, e.g. rows past $M$ or columns
+#   past $K$ that the store does not mask. What PyTorch writes in your wrapper counts as well (a
+#   `clone`, a `copy_`, a conversion: the message says how many of the bytes were PyTorch's);
+#   `torch.empty` and views write nothing.
+# - **Loads.** Tiling is what makes a matrix product cheap in bytes (lesson 02): a program that
+#   owns a `BLOCK_M` x `BLOCK_N` tile of $y$ loads each input value once for all `BLOCK_N` of its
+#   output channels and each filter value once for all `BLOCK_M` of its pixels. Over the whole
+#   layer that is $e\,M K\,CRS\,(1/\text{BLOCK\_N} + 1/\text{BLOCK\_M})$ bytes, with $M = NPQ$
+#   and elements of $e$ bytes. The budget is 1.5 times what tiles of 16 x 16 (the smallest that
+#   `tl.dot` takes) load with a whole tile at the edges: $1.5 \cdot
+#   \lceil M/16 \rceil \lceil K/16 \rceil \cdot (16 + 16) \cdot CRS \cdot e$, here 221,184
+#   bytes. It is worked out from the layer alone, not from your configuration. The course's
+#   kernel, with the interpreter's configuration of 128 x 64 tiles (one program, half of its rows
+#   wrapped past $M = 64$ with `% M`), loaded 49,408 bytes, 0.22 of the budget; with any of
+#   `CONV_SPACE`'s tiles (64 to 256 each way) at most 0.61. Every tile of 16 to 256 rows and
+#   columns stays within it, wrapped edges included, except the two thinnest long ones, 16 x 256
+#   and 256 x 16, which on a layer this small load mostly wrapped columns or rows (1.40 and 1.20
+#   of the budget). Padding taps and channels past $C$ that your masks switch off load nothing,
+#   so `BLOCK_K` may be wider than $C$. A direct convolution that gives each program one output
+#   pixel (all $K$ channels) and loops over $c$, $r$ and $s$ loads every filter value again for
+#   every pixel: it loaded 1,195,136 bytes, 5.4 times the budget. "loaded ... bytes, over the
+#   budget" means that: give each program a tile of at least 16 x 16 outputs and reduce it with
+#   `tl.dot`.
+# - **The output** of the counted run must be right, too.
+#
+# A second layer that the cell does not show, with strides, is held to the same rules.
 
 # %% id="cell-35" nbgrader={"grade": true, "grade_id": "test_never_materialises", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-# Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), and y is
-# right.
+# Exercise 2c: conv2d stores y and nothing else (the unfolded matrix is never written), loads
+# no more than 1.5x what 16 x 16 tiles of y need, and y is right.
 def check_traffic(case):
     args = make_conv_inputs(case, torch.Generator().manual_seed(0))
     x, w, stride, padding, dilation = args
@@ -872,20 +896,31 @@ def check_traffic(case):
     (N, C, H, W), (K, _, R, S) = x.shape, w.shape
     P, Q = check_conv_inputs(x, w, stride, padding, dilation)
     unfolded_bytes = N * P * Q * R * S * C * x.element_size()
+    # what 16 x 16 tiles of y load, a whole tile at the edges: each program 16 rows of A
+    # (gathered from x) and 16 columns of B (from w) over all C * R * S; from the layer alone
+    tiles_16 = (triton.cdiv(N * P * Q, 16) * triton.cdiv(K, 16) * (16 + 16) * C * R * S
+                * x.element_size())
     grading.assert_traffic(
         conv2d, args, conv_reference, x.dtype,
         what=f"N{N} C{C} {H}x{W} K{K} {R}x{S}, stride {stride}, padding {padding}, "
              f"{str(x.dtype)[6:]}",
-        stores=N * K * P * Q * x.element_size(),
+        stores=N * K * P * Q * x.element_size(), loads_at_most=1.5 * tiles_16,
         store_hint=f" (the unfolded matrix would be {unfolded_bytes:,} bytes, "
-                   f"{unfolded_bytes / x.nbytes:.1f} x the input)")
+                   f"{unfolded_bytes / x.nbytes:.1f} x the input)",
+        load_hint=f", 1.5 x the {tiles_16:,} that tiles of 16 x 16 outputs load (each program "
+                  "a tile's rows of the unfolded input and columns of the filters, once): a "
+                  "kernel that gives each program one output pixel or one output element and "
+                  "loops over c, r and s loads every filter value again for every pixel (and a "
+                  "tile many times longer than the layer loads mostly wrapped rows). Give each "
+                  "program a BLOCK_M x BLOCK_N tile of y, at least 16 x 16, and reduce it with "
+                  "tl.dot")
 
 
-check_traffic({"N": 1, "C": 16, "HW": (8, 8), "K": 16, "RS": (3, 3), "padding": 1,
+check_traffic({"N": 1, "C": 16, "HW": (8, 8), "K": 64, "RS": (3, 3), "padding": 1,
                "dtype": torch.float16})
 ### BEGIN HIDDEN TESTS
-check_traffic({"N": 2, "C": 12, "HW": (7, 9), "K": 10, "RS": (3, 3), "stride": 2, "padding": 1,
-               "dtype": torch.float32})
+check_traffic({"N": 2, "C": 12, "HW": (13, 13), "K": 64, "RS": (3, 3), "stride": 2,
+               "padding": 1, "dtype": torch.float32})
 ### END HIDDEN TESTS
 
 # %% [markdown] id="cell-36"
