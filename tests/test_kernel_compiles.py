@@ -1,10 +1,14 @@
 """kernel_compiles: a notebook's kernel that Triton's interpreter runs must be one Triton's
 compiler takes (round 29 of the red team kept Python values inside kernels, which no count
-sees). The kernels here are made the notebook's by their module name, "__main__"."""
+sees), and may run only the lines the compiler visited for the launch (rounds 30-32 took a
+branch the compiler had dropped). The kernels here are made the notebook's by their module
+name, "__main__"."""
 import pytest
 import torch
 import triton
 import triton.language as tl
+
+from triton.runtime import interpreter
 
 from tilegym_edu import kernel_bounds, kernel_compiles, traffic
 
@@ -78,6 +82,16 @@ def _one_in_a_tuple_kernel(x_ptr, y_ptr, t):
         tl.store(y_ptr, tl.load(x_ptr) + 100)
 
 
+@triton.jit
+def _tells_a_float_kernel(x_ptr, y_ptr, scale):
+    """Round 30: a float argument is an fp32 tensor to the compiler, a Python float to the
+    interpreter; the branch only the interpreter takes is valid Triton, so it compiles."""
+    if isinstance(scale, float):
+        tl.store(y_ptr, tl.load(x_ptr) + 100)
+    else:
+        tl.store(y_ptr, tl.load(x_ptr))
+
+
 MODE = tl.constexpr(0)
 
 
@@ -99,8 +113,11 @@ def notebook_kernels(monkeypatch):
     for kernel in (_row_softmax_kernel, _kept_in_a_python_int_kernel,
                    _values_in_a_growing_tuple_kernel, _one_overflows_kernel,
                    _one_is_one_kernel, _one_rounds_kernel, _one_in_a_tuple_kernel,
-                   _reads_a_global_kernel):
+                   _reads_a_global_kernel, _tells_a_float_kernel):
         monkeypatch.setattr(kernel.fn, "__module__", "__main__")
+        # the interpreter makes a notebook's kernel anew (kernel_compiles guards its lines)
+        monkeypatch.delitem(interpreter.InterpretedFunction.rewritten_fn, kernel.fn,
+                            raising=False)
 
 
 def _softmax(x: torch.Tensor) -> torch.Tensor:
@@ -161,6 +178,17 @@ def test_a_global_the_kernel_reads_is_part_of_what_was_compiled(notebook_kernels
     monkeypatch.setitem(globals(), "MODE", tl.constexpr(1))
     with pytest.raises(kernel_compiles.NotCompilable, match="int\\(\\) argument"):
         _reads_a_global_kernel[(1,)](x, y)
+
+
+def test_a_line_the_compiler_skipped_fails_where_the_interpreter_runs_it(notebook_kernels):
+    """The compiler decided `isinstance(scale, float)` False and never visited the branch the
+    interpreter then took: the launch fails on that branch's first statement."""
+    x, y = torch.tensor([7.0]), torch.zeros(1)
+    with pytest.raises(kernel_compiles.NotCompilable,
+                       match=r"kernel `_tells_a_float_kernel` ran line \d+ in Triton's "
+                             r"interpreter, a line Triton's compiler skipped for this launch"):
+        _tells_a_float_kernel[(1,)](x, y, 0.5)
+    assert y.item() == 0, "nothing of the skipped line ran"
 
 
 def test_kernels_of_modules_are_not_compiled_here():

@@ -13,10 +13,20 @@ Triton's own front end compile it (and the kernels it calls) to Triton's IR for 
 Hopper GPU, with the launch's arguments: no GPU is needed and it takes milliseconds, once per
 kernel and specialization. A kernel the compiler refuses fails the launch with the compiler's
 message. Kernels of the course's modules are compiled where they are tested, not here.
+
+The compiler and the interpreter read one source, but not always the same lines of it: a branch
+on something that is a constant to the compiler and not to the interpreter (``isinstance`` of
+an argument, ``is 1``: rounds 30-32) is decided differently by each. So the check also notes
+which lines of the notebook's kernels the compiler visited for the launch, and while the
+launch runs, each statement of those kernels first asks (:func:`_ran_line`) whether the
+compiler visited its line: a statement it never compiled fails the launch. Statements, not
+expressions: the two halves of ``a if C else b`` on one line are not told apart.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import re
 import sys
 import types
@@ -25,16 +35,22 @@ from typing import Any, Callable, Iterator
 
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, make_backend
+from triton.compiler.code_generator import CodeGenerator
 from triton.compiler.errors import CompilationError
+from triton.runtime import interpreter
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 #: what the kernels are compiled for: an H100 or H200 (compute capability 9.0, warps of 32)
 TARGET = GPUTarget("cuda", 90, 32)
 
-#: the launches already compiled: (function, the globals it reads, its arguments' specialization,
-#: its options)
-_compiled: set[tuple] = set()
+#: the launches already compiled, by (function, the globals it reads, its arguments'
+#: specialization, its options): the lines of the notebook's kernels the compiler visited,
+#: {(file, function name): lines}
+_compiled: dict[tuple, dict] = {}
+
+#: the lines the launch now running may run (one of _compiled's values), while it runs
+_running: list[dict] = []
 
 
 class NotCompilable(Exception):
@@ -138,10 +154,33 @@ def _globals_read(fn: Callable, seen: set) -> tuple:
 _TWINS: dict = {}
 
 
-def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
+@contextlib.contextmanager
+def _visited_lines() -> Iterator[dict]:
+    """{(file, function name): the lines of it Triton's compiler visits} for the notebook's
+    kernels, filled while the block compiles (CodeGenerator.visit, which every statement and
+    expression it compiles passes through; a branch decided at compile time is not visited)."""
+    lines: dict = {}
+    visit = CodeGenerator.visit
+
+    def visit_noting_the_line(self, node):
+        fn = getattr(self.jit_fn, "fn", None)
+        line = getattr(node, "lineno", None)
+        if line is not None and getattr(fn, "__module__", "") == "__main__":
+            lines.setdefault((self.file_name, fn.__name__), set()).add(self.begin_line + line)
+        return visit(self, node)
+
+    CodeGenerator.visit = visit_noting_the_line
+    try:
+        yield lines
+    finally:
+        CodeGenerator.visit = visit
+
+
+def _compile(fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Compile ``fn`` to Triton's IR for TARGET, specialized as a launch with these arguments
     would be (JITFunction.run's steps up to the compile), unless that specialization of ``fn``,
-    reading the globals it reads now, was compiled before."""
+    reading the globals it reads now, was compiled before; the lines the compiler visited
+    (_visited_lines)."""
     from triton._C.libtriton import ir
 
     read = _globals_read(fn, set())
@@ -153,31 +192,33 @@ def _compile(fn: Callable, args: tuple, kwargs: dict) -> None:
     bound_args, specialization, options = binder(*args, **kwargs)
     key = (fn, read, str(specialization), str(sorted(kwargs.items())))
     if key in _compiled:
-        return
+        return _compiled[key]
     options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args,
                                                            specialization, options)
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    with _pristine_language():
+    with _pristine_language(), _visited_lines() as lines:
         ASTSource(jit, signature, constexprs, attrs).make_ir(
             TARGET, options, backend.get_codegen_implementation(options),
             backend.get_module_map(), context)
-    _compiled.add(key)
+    _compiled[key] = {name: frozenset(found) for name, found in lines.items()}
+    return _compiled[key]
 
 
-def check(fn: Callable, args: tuple, kwargs: dict) -> None:
+def check(fn: Callable, args: tuple, kwargs: dict) -> dict | None:
     """Raise NotCompilable if Triton's compiler refuses the notebook's kernel ``fn`` (a Python
-    function) launched with ``args`` and ``kwargs`` (its launch options among them); kernels
-    of modules pass unchecked."""
+    function) launched with ``args`` and ``kwargs`` (its launch options among them); else the
+    lines of the notebook's kernels it visited ({(file, function name): lines}). Kernels of
+    modules pass unchecked (None)."""
     if getattr(fn, "__module__", None) != "__main__":
-        return
+        return None
     options = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
     try:
         # Triton 3.9 warns, once, that its fp-fusion default will change: nothing to the learner
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            _compile(fn, args, options)
+            return _compile(fn, args, options)
     except CompilationError as error:
         raise NotCompilable(
             f"kernel `{fn.__name__}` runs in Triton's interpreter, but Triton's compiler refuses "
@@ -203,8 +244,81 @@ def _where(error: CompilationError) -> str:
 
 
 def wrap_run(run: Callable[..., Any]) -> Callable[..., Any]:
-    """InterpretedFunction.run with :func:`check` before each launch."""
+    """InterpretedFunction.run with :func:`check` before each launch, and the launch run
+    where its kernels' statements may run only the lines the compiler visited."""
     def checked_run(self, *args, **kwargs):
-        check(self.fn, args, kwargs)
-        return run(self, *args, **kwargs)
+        lines = check(self.fn, args, kwargs)
+        if lines is None:
+            return run(self, *args, **kwargs)
+        _running.append(lines)
+        try:
+            return run(self, *args, **kwargs)
+        except Exception as error:  # the interpreter wraps it in an InterpreterError
+            if isinstance(error.__cause__, NotCompilable):
+                raise error.__cause__ from None
+            raise
+        finally:
+            _running.pop()
     return checked_run
+
+
+def _ran_line(kernel: tuple, line: int) -> None:
+    """Called by each statement of the notebook's kernel ``kernel`` (file, function name), at
+    line ``line``, as the interpreter runs it: NotCompilable unless the launch's compile
+    visited that line."""
+    if not _running:
+        return
+    visited = _running[-1].get(kernel)
+    if visited is None or line not in visited:
+        raise NotCompilable(
+            f"kernel `{kernel[1]}` ran line {line} in Triton's interpreter, a line Triton's "
+            "compiler skipped for this launch: the two took different branches (a test on "
+            "something that is a constant to the compiler and a value to the interpreter, such "
+            "as an argument's type or identity). No GPU would run that line; branch on "
+            "tl.constexpr parameters or on tensors, never on what kind of object a value is")
+
+
+#: the statements :func:`_ran_line` is not put before: a lone constant (a docstring) runs nothing
+def _runs_something(statement: ast.stmt) -> bool:
+    return not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+
+
+def _guard_statements(body: list) -> list:
+    """``body`` (statements, nested blocks too) with a call ``tilegym_ran_line(L)`` before each
+    statement of line L."""
+    guarded = []
+    for statement in body:
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                setattr(statement, field, _guard_statements(inner))
+        for handler in getattr(statement, "handlers", ()):
+            handler.body = _guard_statements(handler.body)
+        if _runs_something(statement):
+            call = ast.Call(ast.Name("tilegym_ran_line", ast.Load()),
+                            [ast.Constant(statement.lineno)], [])
+            guarded.append(ast.copy_location(ast.Expr(call), statement))
+        guarded.append(statement)
+    return guarded
+
+
+def wrap_compile_and_exec(compile_and_exec: Callable[..., Any]) -> Callable[..., Any]:
+    """FunctionRewriter._compile_and_exec (how Triton's interpreter makes the function it runs
+    from a kernel's source) where each statement of a notebook's kernel first calls
+    :func:`_ran_line`. The call reaches it through a closure, not a global: the notebook owns
+    the kernel's globals."""
+    def compile_guarded(self, transformed_ast):
+        if getattr(self.fn, "__module__", None) != "__main__":
+            return compile_and_exec(self, transformed_ast)
+        kernel = transformed_ast.body[0]
+        kernel.body = _guard_statements(kernel.body)
+        scope = ast.parse("def tilegym_scope(tilegym_ran_line):\n    pass").body[0]
+        scope.body = [kernel, ast.Return(ast.Name(kernel.name, ast.Load()))]
+        module = ast.fix_missing_locations(ast.Module([scope], type_ignores=[]))
+        fn_globals = self.fn.__globals__
+        for name, value in vars(interpreter).items():  # as Triton's own _compile_and_exec does
+            fn_globals.setdefault(name, value)
+        made: dict = {}
+        exec(compile(module, self.filename, "exec"), fn_globals, made)
+        return made["tilegym_scope"](functools.partial(_ran_line, (self.filename, kernel.name)))
+    return compile_guarded
