@@ -92,6 +92,25 @@ def _tells_a_float_kernel(x_ptr, y_ptr, scale):
         tl.store(y_ptr, tl.load(x_ptr))
 
 
+@triton.jit
+def _tells_a_float_on_one_line_kernel(x_ptr, y_ptr, scale):
+    """Round 30's branch with its body on the line of its test."""
+    if isinstance(scale, float): tl.store(y_ptr, tl.load(x_ptr) + 100)  # noqa: E701
+    tl.store(y_ptr, tl.load(x_ptr) * 0)
+
+
+@triton.jit
+def _tells_a_float_in_an_expression_kernel(x_ptr, y_ptr, scale):
+    """Round 30's branch as a conditional expression."""
+    tl.store(y_ptr, tl.load(x_ptr) + 100 if isinstance(scale, float) else tl.load(x_ptr) * 0)
+
+
+@triton.jit
+def _tells_a_float_by_and_kernel(x_ptr, y_ptr, scale):
+    """Round 30's branch as the second operand of `and`, which the compiler skips."""
+    isinstance(scale, float) and tl.store(y_ptr, tl.load(x_ptr) + 100)
+
+
 MODE = tl.constexpr(0)
 
 
@@ -113,7 +132,9 @@ def notebook_kernels(monkeypatch):
     for kernel in (_row_softmax_kernel, _kept_in_a_python_int_kernel,
                    _values_in_a_growing_tuple_kernel, _one_overflows_kernel,
                    _one_is_one_kernel, _one_rounds_kernel, _one_in_a_tuple_kernel,
-                   _reads_a_global_kernel, _tells_a_float_kernel):
+                   _reads_a_global_kernel, _tells_a_float_kernel,
+                   _tells_a_float_on_one_line_kernel, _tells_a_float_in_an_expression_kernel,
+                   _tells_a_float_by_and_kernel):
         monkeypatch.setattr(kernel.fn, "__module__", "__main__")
         # the interpreter makes a notebook's kernel anew (kernel_compiles guards its lines)
         monkeypatch.delitem(interpreter.InterpretedFunction.rewritten_fn, kernel.fn,
@@ -185,10 +206,22 @@ def test_a_line_the_compiler_skipped_fails_where_the_interpreter_runs_it(noteboo
     interpreter then took: the launch fails on that branch's first statement."""
     x, y = torch.tensor([7.0]), torch.zeros(1)
     with pytest.raises(kernel_compiles.NotCompilable,
-                       match=r"kernel `_tells_a_float_kernel` ran line \d+ in Triton's "
-                             r"interpreter, a line Triton's compiler skipped for this launch"):
+                       match=r"kernel `_tells_a_float_kernel` ran the code at line \d+, column "
+                             r"9 in Triton's interpreter, code Triton's compiler skipped"):
         _tells_a_float_kernel[(1,)](x, y, 0.5)
     assert y.item() == 0, "nothing of the skipped line ran"
+
+
+@pytest.mark.parametrize("kernel", ["_tells_a_float_on_one_line_kernel",
+                                    "_tells_a_float_in_an_expression_kernel",
+                                    "_tells_a_float_by_and_kernel"])
+def test_code_the_compiler_skipped_on_a_line_it_visited_fails_too(kernel, notebook_kernels):
+    """`if C: body` on one line, `a if C else b` and `C and b`: the line was visited (for C),
+    the code the interpreter then ran was not."""
+    x, y = torch.tensor([7.0]), torch.zeros(1)
+    with pytest.raises(kernel_compiles.NotCompilable, match=f"kernel `{kernel}` ran the code"):
+        globals()[kernel][(1,)](x, y, 0.5)
+    assert y.item() == 0
 
 
 def test_kernels_of_modules_are_not_compiled_here():

@@ -19,8 +19,10 @@ on something that is a constant to the compiler and not to the interpreter (``is
 an argument, ``is 1``: rounds 30-32) is decided differently by each. So the check also notes
 which lines of the notebook's kernels the compiler visited for the launch, and while the
 launch runs, each statement of those kernels first asks (:func:`_ran_line`) whether the
-compiler visited its line: a statement it never compiled fails the launch. Statements, not
-expressions: the two halves of ``a if C else b`` on one line are not told apart.
+compiler visited it (by where it starts and ends, so a one-line ``if C: ...`` counts as two),
+and so
+does each half of ``a if C else b`` and each operand of ``and``/``or`` after the first:
+code the compiler never compiled fails the launch.
 """
 from __future__ import annotations
 
@@ -45,11 +47,11 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 TARGET = GPUTarget("cuda", 90, 32)
 
 #: the launches already compiled, by (function, the globals it reads, its arguments'
-#: specialization, its options): the lines of the notebook's kernels the compiler visited,
-#: {(file, function name): lines}
+#: specialization, its options): where in the notebook's kernels the compiler went,
+#: {(file, function name): {(line, column, end line, end column)}}
 _compiled: dict[tuple, dict] = {}
 
-#: the lines the launch now running may run (one of _compiled's values), while it runs
+#: where the launch now running may go (one of _compiled's values), while it runs
 _running: list[dict] = []
 
 
@@ -156,9 +158,10 @@ _TWINS: dict = {}
 
 @contextlib.contextmanager
 def _visited_lines() -> Iterator[dict]:
-    """{(file, function name): the lines of it Triton's compiler visits} for the notebook's
-    kernels, filled while the block compiles (CodeGenerator.visit, which every statement and
-    expression it compiles passes through; a branch decided at compile time is not visited)."""
+    """{(file, function name): where each statement and expression of it Triton's compiler
+    visits starts and ends (line, column, end line, end column)} for the notebook's kernels,
+    filled while the block compiles (CodeGenerator.visit, which everything it compiles passes
+    through; a branch decided at compile time is not visited)."""
     lines: dict = {}
     visit = CodeGenerator.visit
 
@@ -166,7 +169,9 @@ def _visited_lines() -> Iterator[dict]:
         fn = getattr(self.jit_fn, "fn", None)
         line = getattr(node, "lineno", None)
         if line is not None and getattr(fn, "__module__", "") == "__main__":
-            lines.setdefault((self.file_name, fn.__name__), set()).add(self.begin_line + line)
+            lines.setdefault((self.file_name, fn.__name__), set()).add(
+                (self.begin_line + line, node.col_offset, self.begin_line + node.end_lineno,
+                 node.end_col_offset))
         return visit(self, node)
 
     CodeGenerator.visit = visit_noting_the_line
@@ -262,20 +267,23 @@ def wrap_run(run: Callable[..., Any]) -> Callable[..., Any]:
     return checked_run
 
 
-def _ran_line(kernel: tuple, line: int) -> None:
-    """Called by each statement of the notebook's kernel ``kernel`` (file, function name), at
-    line ``line``, as the interpreter runs it: NotCompilable unless the launch's compile
-    visited that line."""
+def _ran_line(kernel: tuple, line: int, column: int, end_line: int, end_column: int) -> None:
+    """Called by each statement (and expression Python may skip) of the notebook's
+    kernel ``kernel`` (file, function name) that starts at ``line`` and ``column`` and ends at
+    ``end_line`` and ``end_column``, as the interpreter runs it: NotCompilable unless the
+    launch's compile visited it (an expression ``a if C else b`` starts where ``a`` does, so
+    where the code ends tells them apart)."""
     if not _running:
         return
     visited = _running[-1].get(kernel)
-    if visited is None or line not in visited:
+    if visited is None or (line, column, end_line, end_column) not in visited:
         raise NotCompilable(
-            f"kernel `{kernel[1]}` ran line {line} in Triton's interpreter, a line Triton's "
-            "compiler skipped for this launch: the two took different branches (a test on "
-            "something that is a constant to the compiler and a value to the interpreter, such "
-            "as an argument's type or identity). No GPU would run that line; branch on "
-            "tl.constexpr parameters or on tensors, never on what kind of object a value is")
+            f"kernel `{kernel[1]}` ran the code at line {line}, column {column + 1} in Triton's "
+            "interpreter, code Triton's compiler skipped for this launch: the two took "
+            "different branches (a test on something that is a constant to the compiler and a "
+            "value to the interpreter, such as an argument's type or identity). No GPU would "
+            "run that code; branch on tl.constexpr parameters or on tensors, never on what kind "
+            "of object a value is")
 
 
 #: the statements :func:`_ran_line` is not put before: a lone constant (a docstring) runs nothing
@@ -283,9 +291,39 @@ def _runs_something(statement: ast.stmt) -> bool:
     return not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
 
 
+def _guard(node: ast.AST) -> ast.Call:
+    """The call ``tilegym_ran_line(L, C, EL, EC)`` for a node from line L, column C to line EL,
+    column EC."""
+    where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+    call = ast.Call(ast.Name("tilegym_ran_line", ast.Load()),
+                    [ast.Constant(value) for value in where], [])
+    return ast.copy_location(call, node)
+
+
+def _guarded(value: ast.expr) -> ast.expr:
+    """``value`` made ``(guard, value)[1]``: evaluated, it first calls its guard."""
+    pair = ast.copy_location(ast.Tuple([_guard(value), value], ast.Load()), value)
+    return ast.copy_location(ast.Subscript(pair, ast.Constant(1), ast.Load()), value)
+
+
+class _GuardBranchesInExpressions(ast.NodeTransformer):
+    """The expressions Python may skip, guarded (_guarded): both halves of ``a if C else b``,
+    and every operand of ``x and y`` or ``x or y`` after the first (Triton's compiler, like
+    Python, skips the rest once a constant decides it)."""
+    def visit_IfExp(self, node: ast.IfExp) -> ast.IfExp:
+        self.generic_visit(node)
+        node.body, node.orelse = _guarded(node.body), _guarded(node.orelse)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.BoolOp:
+        self.generic_visit(node)
+        node.values = node.values[:1] + [_guarded(value) for value in node.values[1:]]
+        return node
+
+
 def _guard_statements(body: list) -> list:
-    """``body`` (statements, nested blocks too) with a call ``tilegym_ran_line(L)`` before each
-    statement of line L."""
+    """``body`` (statements, nested blocks too) with its guard (_guard) before each
+    statement."""
     guarded = []
     for statement in body:
         for field in ("body", "orelse", "finalbody"):
@@ -295,22 +333,20 @@ def _guard_statements(body: list) -> list:
         for handler in getattr(statement, "handlers", ()):
             handler.body = _guard_statements(handler.body)
         if _runs_something(statement):
-            call = ast.Call(ast.Name("tilegym_ran_line", ast.Load()),
-                            [ast.Constant(statement.lineno)], [])
-            guarded.append(ast.copy_location(ast.Expr(call), statement))
+            guarded.append(ast.copy_location(ast.Expr(_guard(statement)), statement))
         guarded.append(statement)
     return guarded
 
 
 def wrap_compile_and_exec(compile_and_exec: Callable[..., Any]) -> Callable[..., Any]:
     """FunctionRewriter._compile_and_exec (how Triton's interpreter makes the function it runs
-    from a kernel's source) where each statement of a notebook's kernel first calls
-    :func:`_ran_line`. The call reaches it through a closure, not a global: the notebook owns
-    the kernel's globals."""
+    from a kernel's source) where each statement of a notebook's kernel, and each expression
+    Python may skip (_GuardBranchesInExpressions), first calls :func:`_ran_line`. The call
+    reaches it through a closure, not a global: the notebook owns the kernel's globals."""
     def compile_guarded(self, transformed_ast):
         if getattr(self.fn, "__module__", None) != "__main__":
             return compile_and_exec(self, transformed_ast)
-        kernel = transformed_ast.body[0]
+        kernel = _GuardBranchesInExpressions().visit(transformed_ast.body[0])
         kernel.body = _guard_statements(kernel.body)
         scope = ast.parse("def tilegym_scope(tilegym_ran_line):\n    pass").body[0]
         scope.body = [kernel, ast.Return(ast.Name(kernel.name, ast.Load()))]
