@@ -18,7 +18,7 @@ The compiler and the interpreter read one source, but not always the same lines 
 on something that is a constant to the compiler and not to the interpreter (``isinstance`` of
 an argument, ``is 1``: rounds 30-32) is decided differently by each. So the check also notes
 which lines of the notebook's kernels the compiler visited for the launch, and while the
-launch runs, each statement of those kernels first asks (:func:`_ran_line`) whether the
+launch runs, each statement of those kernels first asks (:func:`_ran`) whether the
 compiler visited it (by where it starts and ends, so a one-line ``if C: ...`` counts as two),
 and so
 does each half of ``a if C else b`` and each operand of ``and``/``or`` after the first:
@@ -157,26 +157,26 @@ _TWINS: dict = {}
 
 
 @contextlib.contextmanager
-def _visited_lines() -> Iterator[dict]:
+def _visited_code() -> Iterator[dict]:
     """{(file, function name): where each statement and expression of it Triton's compiler
     visits starts and ends (line, column, end line, end column)} for the notebook's kernels,
     filled while the block compiles (CodeGenerator.visit, which everything it compiles passes
     through; a branch decided at compile time is not visited)."""
-    lines: dict = {}
+    spans: dict = {}
     visit = CodeGenerator.visit
 
     def visit_noting_the_line(self, node):
         fn = getattr(self.jit_fn, "fn", None)
         line = getattr(node, "lineno", None)
         if line is not None and getattr(fn, "__module__", "") == "__main__":
-            lines.setdefault((self.file_name, fn.__name__), set()).add(
+            spans.setdefault((self.file_name, fn.__name__), set()).add(
                 (self.begin_line + line, node.col_offset, self.begin_line + node.end_lineno,
                  node.end_col_offset))
         return visit(self, node)
 
     CodeGenerator.visit = visit_noting_the_line
     try:
-        yield lines
+        yield spans
     finally:
         CodeGenerator.visit = visit
 
@@ -184,8 +184,8 @@ def _visited_lines() -> Iterator[dict]:
 def _compile(fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Compile ``fn`` to Triton's IR for TARGET, specialized as a launch with these arguments
     would be (JITFunction.run's steps up to the compile), unless that specialization of ``fn``,
-    reading the globals it reads now, was compiled before; the lines the compiler visited
-    (_visited_lines)."""
+    reading the globals it reads now, was compiled before; the spans the compiler visited
+    (_visited_code)."""
     from triton._C.libtriton import ir
 
     read = _globals_read(fn, set())
@@ -203,18 +203,18 @@ def _compile(fn: Callable, args: tuple, kwargs: dict) -> dict:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    with _pristine_language(), _visited_lines() as lines:
+    with _pristine_language(), _visited_code() as spans:
         ASTSource(jit, signature, constexprs, attrs).make_ir(
             TARGET, options, backend.get_codegen_implementation(options),
             backend.get_module_map(), context)
-    _compiled[key] = {name: frozenset(found) for name, found in lines.items()}
+    _compiled[key] = {name: frozenset(found) for name, found in spans.items()}
     return _compiled[key]
 
 
 def check(fn: Callable, args: tuple, kwargs: dict) -> dict | None:
     """Raise NotCompilable if Triton's compiler refuses the notebook's kernel ``fn`` (a Python
     function) launched with ``args`` and ``kwargs`` (its launch options among them); else the
-    lines of the notebook's kernels it visited ({(file, function name): lines}). Kernels of
+    spans of the notebook's kernels it visited ({(file, function name): spans}). Kernels of
     modules pass unchecked (None)."""
     if getattr(fn, "__module__", None) != "__main__":
         return None
@@ -250,12 +250,12 @@ def _where(error: CompilationError) -> str:
 
 def wrap_run(run: Callable[..., Any]) -> Callable[..., Any]:
     """InterpretedFunction.run with :func:`check` before each launch, and the launch run
-    where its kernels' statements may run only the lines the compiler visited."""
+    where its kernels' statements may run only the spans the compiler visited."""
     def checked_run(self, *args, **kwargs):
-        lines = check(self.fn, args, kwargs)
-        if lines is None:
+        spans = check(self.fn, args, kwargs)
+        if spans is None:
             return run(self, *args, **kwargs)
-        _running.append(lines)
+        _running.append(spans)
         try:
             return run(self, *args, **kwargs)
         except Exception as error:  # the interpreter wraps it in an InterpreterError
@@ -267,7 +267,7 @@ def wrap_run(run: Callable[..., Any]) -> Callable[..., Any]:
     return checked_run
 
 
-def _ran_line(kernel: tuple, line: int, column: int, end_line: int, end_column: int) -> None:
+def _ran(kernel: tuple, line: int, column: int, end_line: int, end_column: int) -> None:
     """Called by each statement (and expression Python may skip) of the notebook's
     kernel ``kernel`` (file, function name) that starts at ``line`` and ``column`` and ends at
     ``end_line`` and ``end_column``, as the interpreter runs it: NotCompilable unless the
@@ -286,16 +286,11 @@ def _ran_line(kernel: tuple, line: int, column: int, end_line: int, end_column: 
             "of object a value is")
 
 
-#: the statements :func:`_ran_line` is not put before: a lone constant (a docstring) runs nothing
-def _runs_something(statement: ast.stmt) -> bool:
-    return not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
-
-
 def _guard(node: ast.AST) -> ast.Call:
-    """The call ``tilegym_ran_line(L, C, EL, EC)`` for a node from line L, column C to line EL,
+    """The call ``tilegym_ran(L, C, EL, EC)`` for a node from line L, column C to line EL,
     column EC."""
     where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
-    call = ast.Call(ast.Name("tilegym_ran_line", ast.Load()),
+    call = ast.Call(ast.Name("tilegym_ran", ast.Load()),
                     [ast.Constant(value) for value in where], [])
     return ast.copy_location(call, node)
 
@@ -306,10 +301,18 @@ def _guarded(value: ast.expr) -> ast.expr:
     return ast.copy_location(ast.Subscript(pair, ast.Constant(1), ast.Load()), value)
 
 
-class _GuardBranchesInExpressions(ast.NodeTransformer):
-    """The expressions Python may skip, guarded (_guarded): both halves of ``a if C else b``,
-    and every operand of ``x and y`` or ``x or y`` after the first (Triton's compiler, like
-    Python, skips the rest once a constant decides it)."""
+class _Guard(ast.NodeTransformer):
+    """A kernel's body with a guard (_guard) before each statement that runs something (a
+    lone constant, a docstring, does not), in both halves of ``a if C else b``, and on every
+    operand of ``x and y`` or ``x or y`` after the first (Triton's compiler, like Python, skips
+    the rest once a constant decides it)."""
+    def visit(self, node: ast.AST):
+        node = super().visit(node)
+        if isinstance(node, ast.stmt) and not (isinstance(node, ast.Expr)
+                                               and isinstance(node.value, ast.Constant)):
+            return [ast.copy_location(ast.Expr(_guard(node)), node), node]
+        return node
+
     def visit_IfExp(self, node: ast.IfExp) -> ast.IfExp:
         self.generic_visit(node)
         node.body, node.orelse = _guarded(node.body), _guarded(node.orelse)
@@ -321,34 +324,16 @@ class _GuardBranchesInExpressions(ast.NodeTransformer):
         return node
 
 
-def _guard_statements(body: list) -> list:
-    """``body`` (statements, nested blocks too) with its guard (_guard) before each
-    statement."""
-    guarded = []
-    for statement in body:
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(statement, field, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                setattr(statement, field, _guard_statements(inner))
-        for handler in getattr(statement, "handlers", ()):
-            handler.body = _guard_statements(handler.body)
-        if _runs_something(statement):
-            guarded.append(ast.copy_location(ast.Expr(_guard(statement)), statement))
-        guarded.append(statement)
-    return guarded
-
-
 def wrap_compile_and_exec(compile_and_exec: Callable[..., Any]) -> Callable[..., Any]:
     """FunctionRewriter._compile_and_exec (how Triton's interpreter makes the function it runs
     from a kernel's source) where each statement of a notebook's kernel, and each expression
-    Python may skip (_GuardBranchesInExpressions), first calls :func:`_ran_line`. The call
+    Python may skip, first calls :func:`_ran` (_Guard). The call
     reaches it through a closure, not a global: the notebook owns the kernel's globals."""
     def compile_guarded(self, transformed_ast):
         if getattr(self.fn, "__module__", None) != "__main__":
             return compile_and_exec(self, transformed_ast)
-        kernel = _GuardBranchesInExpressions().visit(transformed_ast.body[0])
-        kernel.body = _guard_statements(kernel.body)
-        scope = ast.parse("def tilegym_scope(tilegym_ran_line):\n    pass").body[0]
+        kernel = _Guard().generic_visit(transformed_ast.body[0])  # its body, not the def
+        scope = ast.parse("def tilegym_scope(tilegym_ran):\n    pass").body[0]
         scope.body = [kernel, ast.Return(ast.Name(kernel.name, ast.Load()))]
         module = ast.fix_missing_locations(ast.Module([scope], type_ignores=[]))
         fn_globals = self.fn.__globals__
@@ -356,5 +341,5 @@ def wrap_compile_and_exec(compile_and_exec: Callable[..., Any]) -> Callable[...,
             fn_globals.setdefault(name, value)
         made: dict = {}
         exec(compile(module, self.filename, "exec"), fn_globals, made)
-        return made["tilegym_scope"](functools.partial(_ran_line, (self.filename, kernel.name)))
+        return made["tilegym_scope"](functools.partial(_ran, (self.filename, kernel.name)))
     return compile_guarded
