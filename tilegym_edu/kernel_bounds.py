@@ -193,7 +193,7 @@ def _leave(mode: _NoTorch) -> None:
 
 def confine() -> None:
     """Patch Triton's interpreter (once): a launch of a notebook's kernel is first compiled by
-    Triton's compiler and runs only the lines it compiled (kernel_compiles), a launch records
+    Triton's compiler and runs only the code it compiled (kernel_compiles), a launch records
     its arguments' storages, and every load, store and atomic checks its addresses against
     them (check_addresses)."""
     from triton.runtime import interpreter
@@ -280,7 +280,7 @@ def confine() -> None:
     # the notebook's kernels must also be ones Triton's compiler takes (kernel_compiles)
     interpreter.InterpretedFunction.run = kernel_compiles.wrap_run(
         interpreter.InterpretedFunction.run)
-    # ... and run only the lines the compiler visited for the launch
+    # ... and run only the code the compiler visited for the launch
     rewriter = interpreter.FunctionRewriter
     rewriter._compile_and_exec = kernel_compiles.wrap_compile_and_exec(rewriter._compile_and_exec)
     executor.tilegym_confined = True
