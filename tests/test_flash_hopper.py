@@ -115,3 +115,20 @@ def test_q_is_double_buffered_only_on_a_causal_persistent_grid_where_it_fits():
     assert buffers(False, True, 128, 128, 2, 128) == 1
     assert buffers(True, True, 192, 128, 2, 128) == 1
     assert buffers(True, True, 192, 128, 2, 64) == 2
+
+
+def test_o_leaves_by_tma_only_from_two_consumers_into_a_contiguous_o_where_it_fits():
+    """Run 63 (H100): a TMA store from a shared tile per consumer took B16 H16 S1024 D128 from
+    1.00x to 1.04x cuDNN. The tile needs 16 KiB a consumer at head size 128, which two q
+    buffers leave no room for; three consumers (BLOCK_M 192) have a last tile past seq_q, where
+    a TMA store of whole blocks would write the next head's rows; a strided o is no one matrix
+    of rows."""
+    def o(head_dim, contiguous=True):
+        t = torch.empty(2, 256, 4, head_dim)
+        return t.permute(0, 2, 1, 3).contiguous() if contiguous else t.transpose(1, 2)
+    fits = flash_hopper.o_by_tma
+    assert fits(o(128), 1, 128, 128, 2)
+    assert not fits(o(128), 2, 128, 128, 2)
+    assert fits(o(64), 2, 128, 128, 2)
+    assert not fits(o(64), 1, 192, 128, 2)
+    assert not fits(o(128, contiguous=False), 1, 128, 128, 2)

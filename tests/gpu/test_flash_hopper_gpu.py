@@ -60,6 +60,26 @@ def test_persistent_programs_take_tile_after_tile(causal, config):
     assert not failed, failed[:3]
 
 
+@pytest.mark.parametrize("config", [c for c in flash_hopper.HOPPER_CONFIGS if c[0] == 128],
+                         ids=str)
+def test_a_strided_o_gets_the_same_answer_as_a_contiguous_one(config):
+    """Into a contiguous o the two consumers' rows leave by TMA (o_by_tma); into o seen through
+    a transpose of a (batch, seq, heads, head_dim) buffer, by plain stores along its strides:
+    the same numbers either way, and nothing written outside o."""
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (t.cuda() for t in make_inputs({"shape": (2, 4, 2, 384, 384, 128),
+                                              "dtype": torch.float16}, generator))
+    lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+    contiguous = torch.full_like(q, float("nan"))
+    flash_hopper.launch_hopper_flash(q, k, v, contiguous, lse, False, config)
+    buffer = torch.full((2, 384 + 1, 4, 128), float("nan"), dtype=q.dtype, device=q.device)
+    strided = buffer[:, :384].transpose(1, 2)
+    assert not flash_hopper.o_by_tma(strided, 1, *config[:3])
+    flash_hopper.launch_hopper_flash(q, k, v, strided, lse, False, config)
+    assert torch.equal(strided, contiguous)
+    assert buffer[:, 384].isnan().all()
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_log_sum_exp_matches_float64(causal):
     generator = torch.Generator().manual_seed(1)

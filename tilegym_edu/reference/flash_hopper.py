@@ -25,9 +25,11 @@ On an H200 (2026-12-05, run 49 in docs/results/h200.md) the tuned forward ran at
 cuDNN on issue 18's six rows: 1.10x at 16k causal, 1.04x at head size 64 (three consumer
 warpgroups), 1.02x at B8 H16 S2048 D64 causal (the balanced persistent grid: 0.95x before, on
 flash.py), 1.00x at head size 128 causal, and 0.99x and 0.98x on the two non-causal rows at head
-size 128 (1.01x and 1.00x before q was double-buffered). On an H100 (run 55), with q
-double-buffered on causal grids only (q_buffers), 1.007x and 0.988x on those two rows and
-1.00-1.10x on the other five measured.
+size 128 (1.01x and 1.00x before q was double-buffered). On an H100 (2026-12-06, run 66),
+with q double-buffered on causal persistent grids only (q_buffers) and o leaving the
+two-consumer kernel by TMA (o_by_tma), 1.013x and 1.029x on those two rows, 1.02-1.09x on the
+other rows at head size 64 and at 16k, and 0.999x and 0.996x (fp16, bf16) at head size 128
+causal, where the tuner keeps one tile a program.
 
 Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
 head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
@@ -55,7 +57,8 @@ from tilegym_edu.reference.flash import (FLASH_ORDER_SPACE, check_flash_inputs, 
 from tilegym_edu.tune import Config, KernelGroup, SearchSpace, autotune, configs_from_rows
 
 try:  # Gluon's Hopper modules (Triton 3.5 and newer)
-    from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier,
+                                                                   tma, warpgroup_mma,
                                                                    warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:  # pragma: no cover - older Triton: hopper_fits says no
@@ -150,6 +153,23 @@ def _store_rows(acc, l_i, m_i, o_head, lse_head, start, seq_q, stride_os, ROWS: 
              mask=gl.expand_dims(rows < seq_q, 1))
     lse_rows = start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
     gl.store(lse_head + lse_rows, m_i + gl.log2(l_i), mask=lse_rows < seq_q)
+
+
+@gluon.jit
+def _store_rows_by_tma(acc, l_i, m_i, o_tile, o_desc, o_row, lse_rows_ptr,
+                       o_layout: gl.constexpr, s_layout: gl.constexpr):
+    """The epilogue of one consumer's rows through the copy engine: o = acc / l_i written
+    into the consumer's shared-memory tile ``o_tile`` and copied by TMA to o's rows from
+    ``o_row`` on (o as one matrix of rows, o_desc), the copy left running while the consumer
+    goes on to its next tile; lse = m_i + log2(l_i) stored from lse_rows_ptr. Every row is
+    stored (no mask: the caller's rows are all inside the head)."""
+    out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+    tma.store_wait(0)  # the previous tile's copy has finished reading o_tile
+    o_tile.store(out.to(o_tile.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [o_row, 0], o_tile)
+    lse_rows = gl.arange(0, o_tile.shape[0], layout=gl.SliceLayout(1, s_layout))
+    gl.store(lse_rows_ptr + lse_rows, m_i + gl.log2(l_i))
 
 
 @gluon.jit
@@ -375,15 +395,17 @@ def _ws_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k
 @gluon.jit
 def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                PARTIAL: gl.constexpr):
+                PARTIAL: gl.constexpr, O_BY_TMA: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its CONSUMER_ROWS rows (rows
     WG * CONSUMER_ROWS on), the key loop software-pipelined as in hopper_flash_kernel, each
     ring slot released to the producer as soon as its matmul has finished reading it, and q's
     buffer once the last scores are in. Rows past seq_q (a head's last tile of 192 rows) are
-    computed on whatever q rows the copy brought and not stored. ``shared``: what every
-    consumer takes alike (hopper_flash_ws_kernel's tuple)."""
+    computed on whatever q rows the copy brought and not stored. O_BY_TMA: the output leaves
+    by TMA from the consumer's tile of o_smem (_store_rows_by_tma), else by plain stores.
+    ``shared``: what every consumer takes alike (hopper_flash_ws_kernel's tuple)."""
     (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr, lse_ptr,
-     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr, qk_scale) = shared
+     stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr, qk_scale, o_smem,
+     o_desc) = shared
     CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     Q_BUFFERS: gl.constexpr = q_smem.shape[0] // CONSUMERS
     ROWS: gl.constexpr = CONSUMER_ROWS
@@ -455,13 +477,19 @@ def _ws_consume(shared, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.con
         mbarrier.arrive(v_empty.index(last), count=1)
         it += n_blocks
 
-        _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
-                    lse_ptr + bh * seq_q, start, seq_q, stride_os, ROWS, HEAD_DIM, 4, o_layout,
-                    s_layout)
+        if O_BY_TMA:
+            _store_rows_by_tma(acc, l_i, m_i, o_smem.index(WG), o_desc, bh * seq_q + start,
+                               lse_ptr + bh * seq_q + start, o_layout, s_layout)
+        else:
+            _store_rows(acc, l_i, m_i, o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh,
+                        lse_ptr + bh * seq_q, start, seq_q, stride_os, ROWS, HEAD_DIM, 4,
+                        o_layout, s_layout)
+    if O_BY_TMA:
+        tma.store_wait(0)
 
 
 @gluon.jit
-def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
+def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, o_desc, lse_ptr,
                            stride_ob, stride_oh, stride_os,
                            H, GROUP, seq_q, seq_k, qk_scale, order_ptr, starts_ptr,
                            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -476,7 +504,10 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
     starts[p]:starts[p + 1]], one tile a program, or (persistent, one program per SM) a
     balanced share of them, whose next q the producer loads while this tile computes where
     there are Q_BUFFERS = 2 q buffers (q_buffers: causal persistent grids). PARTIAL: seq_q is
-    not a multiple of BLOCK_M (each head's last tile runs past it). Other arguments as
+    not a multiple of BLOCK_M (each head's last tile runs past it). o_desc: o's rows as a TMA
+    descriptor in blocks of CONSUMER_ROWS rows, through which each consumer's output leaves
+    the SM from a shared-memory tile of its own while it computes its next tile (o_by_tma:
+    where that tile fits), or None (plain stores through o_ptr). Other arguments as
     hopper_flash_kernel's, q's descriptor in blocks of CONSUMER_ROWS rows; launched with
     num_warps=4 (the first consumer) plus the other consumers' 4 warps each and the producer's
     1. Two consumers run with 240 registers a thread each, three with 160 (the 64K of an SM
@@ -487,6 +518,14 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
                                        q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    O_BY_TMA: gl.constexpr = o_desc is not None
+    if O_BY_TMA:
+        o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, CONSUMER_ROWS, HEAD_DIM],
+                                           o_desc.layout)
+        o_rows = o_desc
+    else:  # stand-ins the consumers never touch (Gluon's tuples cannot hold None)
+        o_smem = q_smem
+        o_rows = q_desc
     q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
                                         mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFFERS * CONSUMERS, 1],
@@ -505,21 +544,26 @@ def hopper_flash_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr,
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     shared = (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, o_ptr,
               lse_ptr, stride_ob, stride_oh, stride_os, H, seq_q, seq_k, order_ptr, starts_ptr,
-              qk_scale)
+              qk_scale, o_smem, o_rows)
     # the partitions must be spelled out in the call: Gluon takes no function in a variable
     if CONSUMERS == 3:
         gl.warp_specialize([
-            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
+                           O_BY_TMA)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
+                           O_BY_TMA)),
+            (_ws_consume, (shared, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
+                           O_BY_TMA)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
         ], [4, 4, 1], [160, 160, 32])
     else:
         gl.warp_specialize([
-            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
-            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL)),
+            (_ws_consume, (shared, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
+                           O_BY_TMA)),
+            (_ws_consume, (shared, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PARTIAL,
+                           O_BY_TMA)),
             (_ws_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                         v_ready, k_empty, v_empty, H, GROUP, seq_q, seq_k, order_ptr, starts_ptr,
                         BLOCK_M, BLOCK_N, STAGES, CAUSAL, PARTIAL)),
@@ -593,10 +637,25 @@ def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages
     return 2 if persistent and causal and two <= Q_AND_RING_BYTES else 1
 
 
+def o_by_tma(o: torch.Tensor, q_buffer_count: int, block_m: int, block_n: int, stages: int) -> bool:
+    """Whether hopper_flash_ws_kernel's consumers store o by TMA from a shared-memory tile
+    each (the store then runs while the consumer computes its next tile): with two consumers
+    (BLOCK_M 128, so no tile runs past seq_q), o contiguous, and the tiles fitting beside q's
+    ``q_buffer_count`` buffers and the ring in Q_AND_RING_BYTES. On an H100 (2026-12-06) it
+    took B16 H16 S1024 D128 from 1.00x to 1.04x cuDNN and B4 H32 S4096 D128 from 1.02x to 1.03x
+    as an experiment (run 63; 128 x 128 persistent, one q buffer), and 1.029x and 1.013x as
+    this library's tuned forward (run 66); two q buffers at head size 128 leave no room for
+    it."""
+    head_dim = o.shape[-1]
+    staged = 2 * (q_buffer_count * block_m + 2 * stages * block_n + block_m) * head_dim
+    return (block_m == 2 * CONSUMER_ROWS.value and o.is_contiguous()
+            and staged <= Q_AND_RING_BYTES)
+
+
 #: what decides how fast a configuration runs: both kernels, the host's schedules (what each
-#: program of a persistent grid takes) and how many q buffers a program gets
+#: program of a persistent grid takes), how many q buffers a program gets and how o leaves it
 HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
-                  tile_schedule.balanced, q_buffers)
+                  tile_schedule.balanced, q_buffers, o_by_tma)
 
 #: what the tuner keys its results on: the source of HOPPER_SOURCES
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
@@ -620,7 +679,7 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     n_m = triton.cdiv(seq_q, block_m)
     n_tiles = n_m * batch * heads
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    args = (o, lse, o.stride(0), o.stride(1), o.stride(2), heads, heads // k.shape[1], seq_q,
+    args = (lse, o.stride(0), o.stride(1), o.stride(2), heads, heads // k.shape[1], seq_q,
             k.shape[2], LOG2E / math.sqrt(head_dim))
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
@@ -629,14 +688,16 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
                                      block_n, causal, programs)
     if schedule == "one":
-        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, *args, order,
-                                        **options)
+        hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, o, *args,
+                                        order, **options)
         return
-    hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, CONSUMER_ROWS.value), *descriptors,
-                                        *args, order, starts, PARTIAL=seq_q % block_m != 0,
-                                        Q_BUFFERS=q_buffers(programs < n_tiles, causal, block_m,
-                                                            block_n, stages, head_dim),
-                                        **options)
+    rows = CONSUMER_ROWS.value
+    q_buffer_count = q_buffers(programs < n_tiles, causal, block_m, block_n, stages, head_dim)
+    o_desc = (rows_descriptor(o, rows) if o_by_tma(o, q_buffer_count, block_m, block_n, stages)
+              else None)
+    hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, rows), *descriptors, o, o_desc, *args,
+                                        order, starts, PARTIAL=seq_q % block_m != 0,
+                                        Q_BUFFERS=q_buffer_count, **options)
 
 
 @functools.cache
