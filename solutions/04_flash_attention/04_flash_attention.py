@@ -1677,9 +1677,17 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # their schedule did not change. Measured apart on an H100 (run 54), the second q buffer was the
 # cost: without a mask one buffer ran 1.7% faster at B4 H32 S4096 D128 and 1.0% at B16 H16
 # S1024, while on the causal row two buffers ran 5-11% faster. Only causal grids get two buffers
-# now, and on the H100 (run 55) the two rows ran at 1.007x and 0.988x cuDNN. The second is short
-# of cuDNN on both GPUs: its 2,048 tiles make 15.5 rounds of 132 programs, and the last half
-# round leaves half the SMs idle (the likeliest loss, not yet measured).
+# now, and on the H100 (run 55) the two rows ran at 1.007x and 0.988x cuDNN.
+#
+# **5. o leaves by TMA.** Each consumer warpgroup wrote its 64 rows of o from registers with
+# plain stores, and could start its next tile only once they were issued. Now it writes them to
+# a shared-memory tile of its own and hands the copy to the TMA engine, which stores them while
+# the warpgroup computes its next tile; it waits for the copy only before it writes that tile
+# again. The tile costs 16 KiB of shared memory per warpgroup at head size 128, so it is used
+# where it fits beside q's buffers and the ring (not beside two q buffers at head size 128). On
+# an H100 (2026-12-06, run 66, tuned, one process) the two non-causal rows at head size 128 went
+# to 1.013x and 1.029x cuDNN (1.00-1.02x before, run 63), the other rows at 1.02-1.09x, and head
+# size 128 causal, which keeps one tile a program, at 0.999x.
 #
 # The exercises stay in Triton: Gluon kernels run only on the GPU they were written for, never in
 # the interpreter, and a learner without a Hopper GPU could not run them.
