@@ -9,7 +9,7 @@ other, so the tensor cores sit idle during the softmax. Here the loop is softwar
 hand: the scores of key block j are issued (asynchronously) together with the product of block
 j-1's probabilities and values, and block j's softmax runs while that product is still on the
 tensor cores. K and v blocks arrive by TMA in a ring of ``STAGES`` shared-memory buffers, each
-with an mbarrier that says when its bytes have landed. Four schedules (HOPPER_CONFIGS):
+with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_CONFIGS):
 
 * ``one``: one warpgroup computes a program's rows and issues its own copies
   (hopper_flash_kernel);
@@ -19,9 +19,7 @@ with an mbarrier that says when its bytes have landed. Four schedules (HOPPER_CO
 * ``persistent``: the same, one program per SM taking tile after tile, a share of the tiles
   the host balances (tile_schedule: causal tiles are unequal, and handed out in turn they
   left the slowest program 1.19x the mean work at B8 H16 S2048), on a causal grid the next
-  tile's q loaded while this one computes;
-* ``persistent_q_once``: the same with one q buffer on a causal grid too, which leaves room
-  for o to leave by TMA at head size 128 (o_by_tma), where two q buffers do not.
+  tile's q loaded while this one computes.
 
 On an H200 (2026-12-05, run 49 in docs/results/h200.md) the tuned forward ran at 0.98-1.10x
 cuDNN on issue 18's six rows: 1.10x at 16k causal, 1.04x at head size 64 (three consumer
@@ -596,36 +594,21 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 #: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "specialised": BLOCK_M //
 #: 64 consumer warpgroups of 64 rows each and a producer warp (hopper_flash_ws_kernel), a
 #: program a tile; "persistent": the same, one program per SM taking a balanced share of the
-#: tiles (tile_schedule.balanced) one after another; "persistent_q_once": the same with one q
-#: buffer (q_buffers), raced only where that is what lets o leave by TMA (hopper_prune). 128 x
-#: 128 blocks on one warpgroup are left out: their scores and output overflow its registers
-#: (ptxas spills 0.4-2.2 KB a thread); three consumers (BLOCK_M 192) run at head size 64 only
+#: tiles (tile_schedule.balanced) one after another. 128 x 128 blocks on one warpgroup are
+#: left out: their scores and output overflow its registers (ptxas spills 0.4-2.2 KB a
+#: thread); three consumers (BLOCK_M 192) run at head size 64 only (hopper_prune)
 HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
-                  (128, 128, 2, "persistent_q_once"),
                   (64, 128, 2, "one"), (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"),
                   (128, 64, 3, "specialised"), (192, 128, 2, "specialised"),
                   (192, 128, 2, "persistent"))
-
-#: the schedules whose grid is one program per SM
-PERSISTENT_SCHEDULES = ("persistent", "persistent_q_once")
 
 
 def hopper_prune(config: Config, problem: Mapping[str, object], resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races). Three consumer
     warpgroups share an SM's registers 160-168 a thread each: at head size 128 a warpgroup's
-    64 x 128 output and scores need more (ptxas spills). "persistent_q_once" runs as
-    "persistent" does except on a causal grid where two q buffers leave o's tiles no room."""
-    block_m, block_n, stages = config["BLOCK_M"], config["BLOCK_N"], config["STAGES"]
-    head_dim = problem["head_dim"]
-    if block_m // CONSUMER_ROWS == 3 and head_dim > 64:
+    64 x 128 output and scores need more (ptxas spills)."""
+    if config["BLOCK_M"] // CONSUMER_ROWS == 3 and problem["head_dim"] > 64:
         return "three consumer warpgroups take head size 64 only: at 128 their registers spill"
-    if config["SCHEDULE"] == "persistent_q_once":
-        two = q_buffers(True, problem["causal"], block_m, block_n, stages, head_dim)
-        if two == 1 or o_tiles_fit(two, block_m, block_n, stages, head_dim):
-            return ("one q buffer differs from the persistent schedule only on a causal grid "
-                    "where two q buffers leave o's tiles no room")
-        if not o_tiles_fit(1, block_m, block_n, stages, head_dim):
-            return "o's tiles do not fit beside one q buffer either"
     return None
 
 
@@ -654,31 +637,25 @@ def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages
     return 2 if persistent and causal and two <= Q_AND_RING_BYTES else 1
 
 
-def o_tiles_fit(q_buffer_count: int, block_m: int, block_n: int, stages: int,
-                head_dim: int) -> bool:
-    """Whether two consumers' tiles of o (64 x head_dim each, 2-byte elements) fit beside q's
-    ``q_buffer_count`` buffers and the ring in Q_AND_RING_BYTES."""
-    staged = 2 * (q_buffer_count * block_m + 2 * stages * block_n + block_m) * head_dim
-    return staged <= Q_AND_RING_BYTES
-
-
 def o_by_tma(o: torch.Tensor, q_buffer_count: int, block_m: int, block_n: int, stages: int) -> bool:
     """Whether hopper_flash_ws_kernel's consumers store o by TMA from a shared-memory tile
     each (the store then runs while the consumer computes its next tile): with two consumers
     (BLOCK_M 128, so no tile runs past seq_q), o contiguous, and the tiles fitting beside q's
-    ``q_buffer_count`` buffers and the ring (o_tiles_fit). On an H100 (2026-12-06) it
+    ``q_buffer_count`` buffers and the ring in Q_AND_RING_BYTES. On an H100 (2026-12-06) it
     took B16 H16 S1024 D128 from 1.00x to 1.04x cuDNN and B4 H32 S4096 D128 from 1.02x to 1.03x
     as an experiment (run 63; 128 x 128 persistent, one q buffer), and 1.029x and 1.013x as
     this library's tuned forward (run 66); two q buffers at head size 128 leave no room for
     it."""
+    head_dim = o.shape[-1]
+    staged = 2 * (q_buffer_count * block_m + 2 * stages * block_n + block_m) * head_dim
     return (block_m == 2 * CONSUMER_ROWS.value and o.is_contiguous()
-            and o_tiles_fit(q_buffer_count, block_m, block_n, stages, o.shape[-1]))
+            and staged <= Q_AND_RING_BYTES)
 
 
 #: what decides how fast a configuration runs: both kernels, the host's schedules (what each
 #: program of a persistent grid takes), how many q buffers a program gets and how o leaves it
 HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
-                  tile_schedule.balanced, q_buffers, o_tiles_fit, o_by_tma)
+                  tile_schedule.balanced, q_buffers, o_by_tma)
 
 #: what the tuner keys its results on: the source of HOPPER_SOURCES
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
@@ -707,7 +684,7 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (rows_descriptor(k, block_n), rows_descriptor(v, block_n))
-    programs = min(n_tiles, sms) if schedule in PERSISTENT_SCHEDULES else n_tiles
+    programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
     order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
                                      block_n, causal, programs)
     if schedule == "one":
@@ -715,8 +692,7 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
                                         order, **options)
         return
     rows = CONSUMER_ROWS.value
-    q_buffer_count = (1 if schedule == "persistent_q_once" else
-                      q_buffers(programs < n_tiles, causal, block_m, block_n, stages, head_dim))
+    q_buffer_count = q_buffers(programs < n_tiles, causal, block_m, block_n, stages, head_dim)
     o_desc = (rows_descriptor(o, rows) if o_by_tma(o, q_buffer_count, block_m, block_n, stages)
               else None)
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, rows), *descriptors, o, o_desc, *args,
