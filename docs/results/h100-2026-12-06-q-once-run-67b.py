@@ -1,4 +1,7 @@
-"""Run 67b (H100, 2026-12-06, main 26b7404): B4 H32 S4096 D128 causal fp16, the Gluon forward on three schedules (one tile a program, persistent, persistent_q_once) and cuDNN SDPA, interleaved by bench.compare (plain launches). Printed: specialised 1.1536, persistent 1.083, persistent_q_once 1.0673, cuDNN 1.1684 ms."""
+"""Run 67b (H100, 2026-12-06, main at 26b7404): B4 H32 S4096 D128 causal fp16, the Gluon
+forward on three schedules (one tile a program, persistent, persistent_q_once) and cuDNN SDPA,
+interleaved by bench.compare (plain launches). Printed: specialised 1.1536, persistent 1.083,
+persistent_q_once 1.0673, cuDNN 1.1684 ms."""
 import tilegym_edu  # noqa: F401
 import torch, torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
