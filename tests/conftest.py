@@ -64,18 +64,6 @@ def lesson_grading(tmp_path_factory):
         pool.shutdown()
 
 
-def pytest_collection_modifyitems(items):
-    """The tests that read the lesson grading pool (lesson_reports) run last, in their order:
-    every other test then runs beside the pool instead of after it. Where they ran in file
-    order, the session waited for the pool at tests/test_lesson00.py and ran the 3-4 minutes
-    of tests after it on one core, the pool done and the other core idle (fresh clone on 2
-    cores, 2026-12-06: 886 s of pytest, half of both cores idle over its last 3.5 minutes)."""
-    waiting = [item for item in items if "lesson_reports" in getattr(item, "fixturenames", ())]
-    if waiting:
-        last = set(map(id, waiting))
-        items[:] = [item for item in items if id(item) not in last] + waiting
-
-
 @pytest.fixture(scope="session")
 def session_grades_lessons(request) -> bool:
     """Whether a test of this session reads the lesson grading pool."""

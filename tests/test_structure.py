@@ -85,9 +85,7 @@ def test_a_cell_that_swallows_the_interrupt_is_stopped_and_the_rest_is_graded(tm
              "stubborn"),
         cell("stubborn()", "test_stubborn", 1),
         cell("assert double(2) == 4", "test_after", 1)])
-    # 10 s, as in test_classroom: the grader's first cell imports torch, which can take over 5 s
-    # on 2 cores beside the lesson grading pool
-    monkeypatch.setattr(course, "CELL_TIMEOUT_S", 10)
+    monkeypatch.setattr(course, "CELL_TIMEOUT_S", 3)
     report = autograde.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="stubborn")
     results = by_id(report)
     assert results["test_after"].points == 1
