@@ -625,6 +625,15 @@ HOPPER_SPACE = SearchSpace(
 Q_AND_RING_BYTES = 200 * 1024
 
 
+def shared_bytes(q_buffer_count: int, block_m: int, block_n: int, stages: int, head_dim: int,
+                 o_tiles: bool = False) -> int:
+    """The shared memory (bytes, 2-byte elements) hopper_flash_ws_kernel's buffers take:
+    ``q_buffer_count`` q tiles of BLOCK_M rows, the ring of STAGES k and v blocks of BLOCK_N
+    rows, and with ``o_tiles`` the consumers' staging tiles of o (BLOCK_M rows in all)."""
+    rows = q_buffer_count * block_m + 2 * stages * block_n + (block_m if o_tiles else 0)
+    return 2 * rows * head_dim
+
+
 def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages: int,
               head_dim: int) -> int:
     """How many q buffers hopper_flash_ws_kernel gets: two on a causal persistent grid (the
@@ -633,7 +642,7 @@ def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages
     buffer cost more than it hid (H100, 2026-12-05, run 54: one buffer 1.7% faster at B4 H32
     S4096 D128 and 1.0% at B16 H16 S1024 D128, 4.9% at B4 H32 S4096 D64 192 x 128; causal, at
     B8 H16 S2048 D64, two were 5-11% faster)."""
-    two = 2 * (2 * block_m + 2 * stages * block_n) * head_dim
+    two = shared_bytes(2, block_m, block_n, stages, head_dim)
     return 2 if persistent and causal and two <= Q_AND_RING_BYTES else 1
 
 
@@ -646,8 +655,7 @@ def o_by_tma(o: torch.Tensor, q_buffer_count: int, block_m: int, block_n: int, s
     as an experiment (run 63; 128 x 128 persistent, one q buffer), and 1.029x and 1.013x as
     this library's tuned forward (run 66); two q buffers at head size 128 leave no room for
     it."""
-    head_dim = o.shape[-1]
-    staged = 2 * (q_buffer_count * block_m + 2 * stages * block_n + block_m) * head_dim
+    staged = shared_bytes(q_buffer_count, block_m, block_n, stages, o.shape[-1], o_tiles=True)
     return (block_m == 2 * CONSUMER_ROWS.value and o.is_contiguous()
             and staged <= Q_AND_RING_BYTES)
 
@@ -655,7 +663,7 @@ def o_by_tma(o: torch.Tensor, q_buffer_count: int, block_m: int, block_n: int, s
 #: what decides how fast a configuration runs: both kernels, the host's schedules (what each
 #: program of a persistent grid takes), how many q buffers a program gets and how o leaves it
 HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
-                  tile_schedule.balanced, q_buffers, o_by_tma)
+                  tile_schedule.balanced, shared_bytes, q_buffers, o_by_tma)
 
 #: what the tuner keys its results on: the source of HOPPER_SOURCES
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
