@@ -8,7 +8,8 @@ and 128, causal and not, 1k to 16k tokens), bfloat16, head sizes 96 and 256, gro
 attention, a decode step over a KV cache and a chunk of prefill at the end of one; the backward
 alone and forward + backward on the training shapes. TFLOP/s count the score pairs each query
 sees (the causal mask aligned to the end), 4·d FLOPs a pair forward and 10·d backward (five
-matmuls against two). Each side's configuration is tuned at level 1 first, as the lessons do.
+matmuls against two). Each side's configuration is tuned at level 1 first, as the lessons do;
+each side's time is its best median of three interleaved runs (bench.compare_best), L2 flushed.
 Prints tables; writes JSON with --out.
 
     python benchmarks/attention_shapes.py --out attention-shapes.json
@@ -118,8 +119,8 @@ def record_row(record, section, row, results, errors, failed, tuned):
     bench.print_table(results, baseline="reference")
     record.setdefault(section, {})[title(row)] = {
         "tuned_configs": tuned, "failed": failed,
-        "results": {m.name: {"median_ms": m.median_ms, "tflops": m.tflops,
-                             "rel_error": errors.get(m.name), "runs": m.runs,
+        "results": {m.name: {"median_ms": m.median_ms, "p20_ms": m.p20_ms, "p80_ms": m.p80_ms,
+                             "tflops": m.tflops, "rel_error": errors.get(m.name), "runs": m.runs,
                              "sm_clock_mhz": m.sm_clock_mhz} for m in results}}
 
 
@@ -135,7 +136,7 @@ def compare_forward(row, record):
            if score_pairs(b, h, sq, sk, False) <= 2**32 else None)
     fns, errors, failed = usable(fns, lambda out: None if ref is None else relative(out, ref))
     ref = None  # free it before timing
-    results = bench.compare(fns, flops=4 * d * score_pairs(b, h, sq, sk, causal), rep_ms=400)
+    results = bench.compare_best(fns, flops=4 * d * score_pairs(b, h, sq, sk, causal), rep_ms=400)
     tuned = {"flash.py": dict(result.config)}
     if flash_hopper.hopper_fits(q, k, v):  # what attention_forward tuned at its first call
         o, lse = torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
@@ -174,11 +175,11 @@ def compare_backward(row, record):
     pairs = score_pairs(b, h, sq, sk, causal)
     backward, errors, failed = usable({n: backward_of(f) for n, f in attends.items()
                                        if n != "SDPA math"}, grad_error)
-    results = bench.compare(backward, flops=10 * d * pairs, rep_ms=400)
+    results = bench.compare_best(backward, flops=10 * d * pairs, rep_ms=400)
     record_row(record, "backward", row, results, errors, failed, tuned)
     both = {n: (lambda f=f: torch.autograd.grad(f(), (q, k, v), do))
             for n, f in attends.items() if n in backward}
-    results = bench.compare(both, flops=14 * d * pairs, rep_ms=400)
+    results = bench.compare_best(both, flops=14 * d * pairs, rep_ms=400)
     record_row(record, "forward+backward", row, results, errors, failed, tuned)
 
 

@@ -80,6 +80,24 @@ def test_compare_takes_counts_per_function_or_for_all():
     assert x.flops == y.flops == 5.0 and x.bytes is None
 
 
+@interpreter_only
+def test_compare_best_keeps_each_functions_fastest_round(monkeypatch):
+    medians = {"a": iter([3.0, 1.0, 2.0]), "b": iter([1.0, 4.0, 5.0])}
+
+    def one_round(fns, **options):
+        assert options == {"rep_ms": 7}
+        return [Measurement(name, (next(medians[name]),)) for name in fns]
+    monkeypatch.setattr(bench, "compare", one_round)
+    a, b = bench.compare_best({"a": None, "b": None}, rep_ms=7)
+    assert (a.name, a.median_ms) == ("a", 1.0) and (b.name, b.median_ms) == ("b", 1.0)
+    assert next(medians["a"], "done") == "done"   # three rounds, no more
+
+
+def test_compare_best_needs_a_round():
+    with pytest.raises(ValueError, match="at least one round"):
+        bench.compare_best({"a": lambda: None}, rounds=0)
+
+
 def test_compare_needs_a_function():
     with pytest.raises(ValueError, match="at least one"):
         bench.compare({})

@@ -300,6 +300,24 @@ def compare(fns: Mapping[str, Callable[[], object]], *,
     return results
 
 
+def compare_best(fns: Mapping[str, Callable[[], object]], *, rounds: int = 3,
+                 **options) -> list[Measurement]:
+    """``compare`` ``rounds`` times over, each function's Measurement from the round where its
+    median was lowest: "each side's best median of three interleaved runs", the comparison
+    the course's benchmark tables state. Every round interleaves all the functions, so a slow
+    spell of the GPU (a clock held down by power or heat) costs each side alike, and a side
+    whose runs are sometimes slow is judged by the round that went well, as its rival is.
+    ``options`` are compare's."""
+    if rounds < 1:
+        raise ValueError(f"compare_best() needs at least one round, not {rounds}")
+    best: dict[str, Measurement] = {}
+    for _ in range(rounds):
+        for m in compare(fns, **options):
+            if m.name not in best or m.median_ms < best[m.name].median_ms:
+                best[m.name] = m
+    return list(best.values())
+
+
 def bench(fn: Callable[[], object], *, flops: float | None = None, bytes: float | None = None,
           name: str | None = None, **options) -> Measurement:
     """Time one function of no arguments: ``bench(lambda: add(x, y), bytes=3 * x.nbytes)``."""
