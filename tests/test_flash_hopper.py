@@ -56,7 +56,7 @@ def test_no_configuration_reads_past_a_head():
         **dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SCHEDULE"), flash_hopper.HOPPER_CONFIGS[0])))
     for config in flash_hopper.HOPPER_SPACE.configs(level=1):
         assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_N"] == 0, config
-        assert config["SCHEDULE"] in ("one", "specialised", "persistent"), config
+        assert config["SCHEDULE"] in ("one", "specialised", *flash_hopper.PERSISTENT_SCHEDULES)
         if config["SCHEDULE"] == "one":
             assert flash_hopper.HOPPER_SEQ_MULTIPLE % config["BLOCK_M"] == 0, config
         else:  # two or three consumer warpgroups of 64 rows
@@ -65,27 +65,52 @@ def test_no_configuration_reads_past_a_head():
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_three_consumer_warpgroups_race_at_head_size_64_only(head_dim):
-    problem = {"head_dim": head_dim}
+    problem = {"head_dim": head_dim, "causal": False}
     reasons = {c["BLOCK_M"]: flash_hopper.hopper_prune(c, problem, None)
                for c in flash_hopper.HOPPER_SPACE.configs(level=1)}
     assert reasons[128] is None and reasons[64] is None
     assert (reasons[192] is None) == (head_dim == 64), reasons[192]
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_one_q_buffer_races_only_where_two_leave_o_no_room(causal, head_dim):
+    """"persistent_q_once" is "persistent" but for q's buffers, which differ only on a causal
+    grid; there two q buffers keep o's tiles out at head size 128, not at 64 (o_by_tma)."""
+    problem = {"head_dim": head_dim, "causal": causal}
+    raced = [c for c in flash_hopper.HOPPER_SPACE.configs(level=1)
+             if c["SCHEDULE"] == "persistent_q_once"
+             and flash_hopper.hopper_prune(c, problem, None) is None]
+    assert [(c["BLOCK_M"], c["BLOCK_N"]) for c in raced] == ([(128, 128)] if causal
+                                                             and head_dim == 128 else [])
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_the_kernels_schedule_is_balanced_only_on_a_persistent_grid(causal):
     """As many programs as tiles: one tile each, head by head (longest first when causal); fewer
-    (one per SM): tile_schedule.balanced. Made once per problem (a captured launch replays the
-    same tensors)."""
+    (one per SM): tile_schedule.balanced, in head groups of at most the heads given. Made once
+    per problem (a captured launch replays the same tensors)."""
     cpu = torch.device("cpu")
-    order, starts = flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 12)
-    assert starts.tolist() == list(range(13))
+    order, starts = flash_hopper.tile_schedule_on(cpu, 6, 4, 512, 512, 128, 128, causal, 24, 2)
+    assert starts.tolist() == list(range(25))
     assert order.tolist()[:4] == ([3, 2, 1, 0] if causal else [0, 1, 2, 3])
-    order, starts = flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 5)
+    order, starts = flash_hopper.tile_schedule_on(cpu, 6, 4, 512, 512, 128, 128, causal, 3, 2)
     blocks = tile_schedule.key_blocks(4, 512, 512, 128, 128, causal)
-    balanced = tile_schedule.balanced(3, blocks, 5)
+    balanced = tile_schedule.balanced(6, blocks, 3, most_heads=2)
     assert (order.tolist(), starts.tolist()) == (balanced[0].tolist(), balanced[1].tolist())
-    assert flash_hopper.tile_schedule_on(cpu, 3, 4, 512, 512, 128, 128, causal, 5)[0] is order
+    if causal:  # unequal tiles: the groups change who takes what
+        assert order.tolist() != tile_schedule.balanced(6, blocks, 3)[0].tolist()
+    assert flash_hopper.tile_schedule_on(cpu, 6, 4, 512, 512, 128, 128, causal, 3, 2)[0] is order
+
+
+@pytest.mark.parametrize("kv_heads, expected", [(32, 12), (8, 50)])
+def test_a_head_group_holds_the_keys_and_values_of_half_the_l2(monkeypatch, kv_heads, expected):
+    """B4 H32 S4096 D128 in float16: 2 MiB of keys and values a head, 12 heads in half of an
+    H100's 50 MiB L2; four query heads to a key/value head (grouped-query), 0.5 MiB, 50."""
+    props = type("Props", (), {"L2_cache_size": 50 * 2**20})()
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    k = torch.empty(4, kv_heads, 4096, 128, dtype=torch.float16, device="meta")
+    assert flash_hopper.heads_in_half_l2(k, 32) == expected
 
 
 def test_the_causal_mask_in_floats_keeps_exactly_the_keys_up_to_each_query():

@@ -97,3 +97,47 @@ def test_equal_tiles_fall_to_programs_in_turn():
     order, starts = tile_schedule.balanced(48, blocks, 132)
     for p, (a, b) in enumerate(zip(starts[:-1].tolist(), starts[1:].tolist())):
         assert order[a:b].tolist() == list(range(p, 480, 132))
+
+
+@pytest.mark.parametrize("n_bh, n_m, programs, most_heads", [
+    (128, 32, 132, 12), (16, 128, 132, 3), (128, 16, 132, 50), (32, 16, 132, 4), (3, 4, 5, 1),
+    (8, 4, 2, 100)])
+def test_head_groups_cover_every_head_in_near_equal_groups(n_bh, n_m, programs, most_heads):
+    """As many groups as keep each to most_heads, but none with fewer than two tiles a program
+    (then fewer, larger groups)."""
+    groups = tile_schedule.head_groups(n_bh, n_m, programs, most_heads)
+    assert [h for g in groups for h in g] == list(range(n_bh))
+    sizes = [len(g) for g in groups]
+    assert max(sizes) - min(sizes) <= 1
+    fewest = math.ceil(2 * programs / n_m)
+    assert len(groups) == 1 or min(sizes) >= fewest
+    assert max(sizes) <= most_heads or n_bh // (len(groups) + 1) < fewest
+
+
+def heads_at_once(order, starts, blocks, fraction):
+    """The heads the programs are on once each has done ``fraction`` of the mean work."""
+    n_m = len(blocks)
+    per_program = [order[a:b].tolist() for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())]
+    mean = sum(blocks[t % n_m] for tiles in per_program for t in tiles) / len(per_program)
+    heads = set()
+    for tiles in per_program:
+        done = 0
+        for t in tiles:
+            done += blocks[t % n_m]
+            if done >= fraction * mean:
+                heads.add(t // n_m)
+                break
+    return heads
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.75])
+def test_programs_work_through_the_heads_a_group_at_a_time(fraction):
+    """B4 H32 S4096 causal in tiles of 128 on 132 programs, groups of at most 12 heads: at any
+    moment the programs are on 12-14 heads, not the 36-40 of one group, and the slowest has
+    within 1.5% of the mean work."""
+    blocks = tile_schedule.key_blocks(32, 4096, 4096, 128, 128, True)
+    order, starts = tile_schedule.balanced(128, blocks, 132, most_heads=12)
+    assert len(heads_at_once(order, starts, blocks, fraction)) <= 14
+    assert max(loads(order, starts, blocks)) / (sum(blocks) * 128 / 132) < 1.015
+    one_group = tile_schedule.balanced(128, blocks, 132)
+    assert len(heads_at_once(*one_group, blocks, fraction)) >= 30

@@ -44,7 +44,7 @@ def test_every_configuration_is_right(shape, causal, config):
 
 
 @pytest.mark.parametrize("config", [c for c in flash_hopper.HOPPER_CONFIGS
-                                    if c[3] == "persistent"], ids=str)
+                                    if c[3] in flash_hopper.PERSISTENT_SCHEDULES], ids=str)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_persistent_programs_take_tile_after_tile(causal, config):
     """480 tiles (of 128 queries; 336 of 192) on at most 132 programs: the ring's phases and

@@ -9,7 +9,7 @@ other, so the tensor cores sit idle during the softmax. Here the loop is softwar
 hand: the scores of key block j are issued (asynchronously) together with the product of block
 j-1's probabilities and values, and block j's softmax runs while that product is still on the
 tensor cores. K and v blocks arrive by TMA in a ring of ``STAGES`` shared-memory buffers, each
-with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_CONFIGS):
+with an mbarrier that says when its bytes have landed. Four schedules (HOPPER_CONFIGS):
 
 * ``one``: one warpgroup computes a program's rows and issues its own copies
   (hopper_flash_kernel);
@@ -18,18 +18,23 @@ with an mbarrier that says when its bytes have landed. Three schedules (HOPPER_C
   each key/value block;
 * ``persistent``: the same, one program per SM taking tile after tile, a share of the tiles
   the host balances (tile_schedule: causal tiles are unequal, and handed out in turn they
-  left the slowest program 1.19x the mean work at B8 H16 S2048), on a causal grid the next
-  tile's q loaded while this one computes.
+  left the slowest program 1.19x the mean work at B8 H16 S2048) and deals a group of heads at
+  a time, so the keys and values the programs read together stay in L2 (heads_in_half_l2); on
+  a causal grid the next tile's q loaded while this one computes;
+* ``persistent_q_once``: the same with one q buffer on a causal grid too, which leaves room
+  for o to leave by TMA at head size 128 (o_by_tma), where two q buffers do not.
 
 On an H200 (2026-12-05, run 49 in docs/results/h200.md) the tuned forward ran at 0.98-1.10x
-cuDNN on issue 18's six rows: 1.10x at 16k causal, 1.04x at head size 64 (three consumer
-warpgroups), 1.02x at B8 H16 S2048 D64 causal (the balanced persistent grid: 0.95x before, on
-flash.py), 1.00x at head size 128 causal, and 0.99x and 0.98x on the two non-causal rows at head
-size 128 (1.01x and 1.00x before q was double-buffered). On an H100 (2026-12-06, run 66),
-with q double-buffered on causal persistent grids only (q_buffers) and o leaving the
-two-consumer kernel by TMA (o_by_tma), 1.013x and 1.029x on those two rows, 1.02-1.09x on the
-other rows at head size 64 and at 16k, and 0.999x and 0.996x (fp16, bf16) at head size 128
-causal, where the tuner keeps one tile a program.
+cuDNN on issue 18's six rows. On an H100 (2026-12-06, run 71, one process, each side's best
+median of three interleaved rounds) it ran at 1.015-1.110x on all six and in bfloat16: 1.091x
+at head size 128 causal (1.088x in bfloat16; persistent_q_once in head groups, where one tile
+a program had tied cuDNN at 0.999x and 0.996x in run 66), 1.110x at 16k causal, 1.037x at head
+size 64 (three consumer warpgroups), 1.025x at B8 H16 S2048 D64 causal, 1.015x and 1.028x on
+the non-causal rows at head size 128 (o by TMA), 1.107x with grouped-query heads. Dealing the
+heads in groups did it: at B4 H32 S4096 D128 causal every tile dealt at once left the programs
+on 36-40 heads at a time (80 MiB of keys and values against a 50 MiB L2), and the persistent
+grid ran 1.048x cuDNN where in groups of 12 heads it ran 1.123x (run 70, at the power limit's
+1530 MHz).
 
 Shapes as ``flash.py``'s: q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k,
 head_dim), heads a multiple of kv_heads, the causal mask aligned to the end; o in q's shape, lse
@@ -594,21 +599,37 @@ def hopper_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 #: warpgroup computes a program's BLOCK_M rows (hopper_flash_kernel); "specialised": BLOCK_M //
 #: 64 consumer warpgroups of 64 rows each and a producer warp (hopper_flash_ws_kernel), a
 #: program a tile; "persistent": the same, one program per SM taking a balanced share of the
-#: tiles (tile_schedule.balanced) one after another. 128 x 128 blocks on one warpgroup are
-#: left out: their scores and output overflow its registers (ptxas spills 0.4-2.2 KB a
-#: thread); three consumers (BLOCK_M 192) run at head size 64 only (hopper_prune)
+#: tiles (tile_schedule.balanced, in head groups) one after another; "persistent_q_once": the
+#: same with one q buffer (q_buffers), raced only where that is what lets o leave by TMA
+#: (hopper_prune). 128 x 128 blocks on one warpgroup are left out: their scores and output
+#: overflow its registers (ptxas spills 0.4-2.2 KB a thread); three consumers (BLOCK_M 192) run
+#: at head size 64 only
 HOPPER_CONFIGS = ((128, 128, 2, "specialised"), (128, 128, 2, "persistent"),
+                  (128, 128, 2, "persistent_q_once"),
                   (64, 128, 2, "one"), (64, 64, 3, "one"), (64, 64, 2, "one"), (64, 64, 4, "one"),
                   (128, 64, 3, "specialised"), (192, 128, 2, "specialised"),
                   (192, 128, 2, "persistent"))
+
+#: the schedules whose grid is one program per SM
+PERSISTENT_SCHEDULES = ("persistent", "persistent_q_once")
 
 
 def hopper_prune(config: Config, problem: Mapping[str, object], resources) -> str | None:
     """Why the tuner skips ``config`` for ``problem`` (None: it races). Three consumer
     warpgroups share an SM's registers 160-168 a thread each: at head size 128 a warpgroup's
-    64 x 128 output and scores need more (ptxas spills)."""
-    if config["BLOCK_M"] // CONSUMER_ROWS == 3 and problem["head_dim"] > 64:
+    64 x 128 output and scores need more (ptxas spills). "persistent_q_once" runs as
+    "persistent" does except on a causal grid where two q buffers leave o's tiles no room."""
+    block_m, block_n, stages = config["BLOCK_M"], config["BLOCK_N"], config["STAGES"]
+    head_dim = problem["head_dim"]
+    if block_m // CONSUMER_ROWS == 3 and head_dim > 64:
         return "three consumer warpgroups take head size 64 only: at 128 their registers spill"
+    if config["SCHEDULE"] == "persistent_q_once":
+        two = q_buffers(True, problem["causal"], block_m, block_n, stages, head_dim)
+        if two == 1 or o_tiles_fit(two, block_m, block_n, stages, head_dim):
+            return ("one q buffer differs from the persistent schedule only on a causal grid "
+                    "where two q buffers leave o's tiles no room")
+        if not o_tiles_fit(1, block_m, block_n, stages, head_dim):
+            return "o's tiles do not fit beside one q buffer either"
     return None
 
 
@@ -646,24 +667,42 @@ def q_buffers(persistent: bool, causal: bool, block_m: int, block_n: int, stages
     return 2 if persistent and causal and two <= Q_AND_RING_BYTES else 1
 
 
+def o_tiles_fit(q_buffer_count: int, block_m: int, block_n: int, stages: int,
+                head_dim: int) -> bool:
+    """Whether two consumers' tiles of o (64 x head_dim each, 2-byte elements) fit beside q's
+    ``q_buffer_count`` buffers and the ring in Q_AND_RING_BYTES."""
+    return shared_bytes(q_buffer_count, block_m, block_n, stages, head_dim,
+                        o_tiles=True) <= Q_AND_RING_BYTES
+
+
 def o_by_tma(o: torch.Tensor, q_buffer_count: int, block_m: int, block_n: int, stages: int) -> bool:
     """Whether hopper_flash_ws_kernel's consumers store o by TMA from a shared-memory tile
     each (the store then runs while the consumer computes its next tile): with two consumers
     (BLOCK_M 128, so no tile runs past seq_q), o contiguous, and the tiles fitting beside q's
-    ``q_buffer_count`` buffers and the ring in Q_AND_RING_BYTES. On an H100 (2026-12-06) it
+    ``q_buffer_count`` buffers and the ring (o_tiles_fit). On an H100 (2026-12-06) it
     took B16 H16 S1024 D128 from 1.00x to 1.04x cuDNN and B4 H32 S4096 D128 from 1.02x to 1.03x
     as an experiment (run 63; 128 x 128 persistent, one q buffer), and 1.029x and 1.013x as
     this library's tuned forward (run 66); two q buffers at head size 128 leave no room for
     it."""
-    staged = shared_bytes(q_buffer_count, block_m, block_n, stages, o.shape[-1], o_tiles=True)
     return (block_m == 2 * CONSUMER_ROWS.value and o.is_contiguous()
-            and staged <= Q_AND_RING_BYTES)
+            and o_tiles_fit(q_buffer_count, block_m, block_n, stages, o.shape[-1]))
+
+
+def heads_in_half_l2(k: torch.Tensor, heads: int) -> int:
+    """How many query heads' keys and values fit in half the GPU's L2 cache: k and v
+    (batch, kv_heads, seq_k, head_dim) hold seq_k rows a head each, shared by the heads //
+    kv_heads query heads of a group. What a persistent grid's head group may hold
+    (tile_schedule.balanced): the other half is for q, o and the next group's first blocks."""
+    l2_bytes = torch.cuda.get_device_properties(k.device).L2_cache_size
+    per_query_head = 2 * k.shape[2] * k.shape[3] * k.element_size() * k.shape[1] / heads
+    return max(1, int(l2_bytes / 2 // per_query_head))
 
 
 #: what decides how fast a configuration runs: both kernels, the host's schedules (what each
 #: program of a persistent grid takes), how many q buffers a program gets and how o leaves it
 HOPPER_SOURCES = (hopper_flash_kernel, hopper_flash_ws_kernel, tile_schedule.one_tile_a_program,
-                  tile_schedule.balanced, shared_bytes, q_buffers, o_by_tma)
+                  tile_schedule.head_groups, tile_schedule.balanced, heads_in_half_l2,
+                  shared_bytes, q_buffers, o_tiles_fit, o_by_tma)
 
 #: what the tuner keys its results on: the source of HOPPER_SOURCES
 HOPPER_KERNELS = KernelGroup("hopper_flash_forward", HOPPER_SOURCES)
@@ -692,15 +731,16 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
     options = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
                    CAUSAL=causal, num_warps=4)
     descriptors = (rows_descriptor(k, block_n), rows_descriptor(v, block_n))
-    programs = min(n_tiles, sms) if schedule == "persistent" else n_tiles
+    programs = min(n_tiles, sms) if schedule in PERSISTENT_SCHEDULES else n_tiles
     order, starts = tile_schedule_on(q.device, batch * heads, n_m, seq_q, k.shape[2], block_m,
-                                     block_n, causal, programs)
+                                     block_n, causal, programs, heads_in_half_l2(k, heads))
     if schedule == "one":
         hopper_flash_kernel[(n_tiles,)](rows_descriptor(q, block_m), *descriptors, o, *args,
                                         order, **options)
         return
     rows = CONSUMER_ROWS.value
-    q_buffer_count = q_buffers(programs < n_tiles, causal, block_m, block_n, stages, head_dim)
+    q_buffer_count = (1 if schedule == "persistent_q_once" else
+                      q_buffers(programs < n_tiles, causal, block_m, block_n, stages, head_dim))
     o_desc = (rows_descriptor(o, rows) if o_by_tma(o, q_buffer_count, block_m, block_n, stages)
               else None)
     hopper_flash_ws_kernel[(programs,)](rows_descriptor(q, rows), *descriptors, o, o_desc, *args,
@@ -710,16 +750,17 @@ def launch_hopper_flash(q, k, v, o, lse, causal: bool, config) -> None:
 
 @functools.cache
 def tile_schedule_on(device, n_bh: int, n_m: int, seq_q: int, seq_k: int, block_m: int,
-                     block_n: int, causal: bool, programs: int):
+                     block_n: int, causal: bool, programs: int, most_heads: int):
     """The kernels' schedule (order, starts) on ``device``: one tile a program when
-    there are as many programs as tiles, else tile_schedule.balanced. Made once per problem and
+    there are as many programs as tiles, else tile_schedule.balanced (head groups of at most
+    ``most_heads``, heads_in_half_l2). Made once per problem and
     kept for the life of the process: a launch captured in a CUDA graph reads these tensors at
     every replay, and the first launch (never inside a capture) is the one that makes them."""
     blocks = tile_schedule.key_blocks(n_m, seq_q, seq_k, block_m, block_n, causal)
     if programs == n_bh * n_m:
         order, starts = tile_schedule.one_tile_a_program(n_bh, blocks, causal)
     else:
-        order, starts = tile_schedule.balanced(n_bh, blocks, programs)
+        order, starts = tile_schedule.balanced(n_bh, blocks, programs, most_heads=most_heads)
     return order.to(device), starts.to(device)
 
 

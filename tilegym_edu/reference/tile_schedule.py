@@ -43,23 +43,40 @@ def one_tile_a_program(n_bh: int, blocks: list[int], causal: bool):
             torch.arange(len(order) + 1, dtype=torch.int32))
 
 
-def balanced(n_bh: int, blocks: list[int], programs: int, per_tile: float = 1.0):
-    """(order, starts) for a persistent grid of ``programs``: the tiles, longest first, each to
-    the program with the least work so far (work: key blocks, plus ``per_tile`` blocks' worth
-    for loading q and storing the output), each program's tiles then in tile order (its heads
-    one after another). Equal tiles (not causal) fall to programs in turn, as tile p, p +
+def head_groups(n_bh: int, n_m: int, programs: int, most_heads: int) -> list[range]:
+    """The (batch, head)s in groups of consecutive heads, near-equal in size: at most
+    ``most_heads`` a group, but at least two tiles a program (n_m tiles a head) where there
+    are heads enough, so the programs' work within a group can be balanced."""
+    fewest = -(-2 * programs // n_m)
+    n_groups = min(-(-n_bh // max(most_heads, fewest)), max(1, n_bh // fewest))
+    bounds = [round(i * n_bh / n_groups) for i in range(n_groups + 1)]
+    return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def balanced(n_bh: int, blocks: list[int], programs: int, per_tile: float = 1.0,
+             most_heads: int | None = None):
+    """(order, starts) for a persistent grid of ``programs``: the heads in groups of at most
+    ``most_heads`` (head_groups; None: one group), and one group after another, its tiles
+    longest first, each to the program with the least work so far (work: key blocks, plus
+    ``per_tile`` blocks' worth for loading q and storing the output); each program's tiles then
+    in tile order. So the programs work through the heads together, a group at a time, and
+    the keys and values they read at once are the group's: flash_hopper makes a group's fit
+    in half the L2. At B4 H32 S4096 D128 causal in tiles of 128, groups of 12 heads leave the
+    programs at any moment on 12-14 heads (28 MB; an H100's or H200's L2 holds 50) where one
+    group left them on 36-40 (80 MB); the slowest program has 1.0% more than the mean work
+    (0.2% in one group). Equal tiles (not causal) fall to programs in turn, as tile p, p +
     programs, ... would."""
     n_m = len(blocks)
-    tiles = sorted(range(n_bh * n_m), key=lambda t: (-blocks[t % n_m], t))
     loads = [(0.0, p) for p in range(programs)]
     lists = [[] for _ in range(programs)]
-    for tile in tiles:
-        load, p = heapq.heappop(loads)
-        lists[p].append(tile)
-        heapq.heappush(loads, (load + blocks[tile % n_m] + per_tile, p))
+    for heads in head_groups(n_bh, n_m, programs, most_heads or n_bh):
+        tiles = range(heads.start * n_m, heads.stop * n_m)
+        for tile in sorted(tiles, key=lambda t: (-blocks[t % n_m], t)):
+            load, p = heapq.heappop(loads)
+            lists[p].append(tile)
+            heapq.heappush(loads, (load + blocks[tile % n_m] + per_tile, p))
     order = [tile for tiles_of_p in lists for tile in sorted(tiles_of_p)]
     starts = [0]
     for tiles_of_p in lists:
         starts.append(starts[-1] + len(tiles_of_p))
     return torch.tensor(order, dtype=torch.int32), torch.tensor(starts, dtype=torch.int32)
-
