@@ -1689,6 +1689,36 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # to 1.013x and 1.029x cuDNN (1.00-1.02x before, run 63), the other rows at 1.02-1.09x, and head
 # size 128 causal, which keeps one tile a program, at 0.999x.
 #
+# **6. The heads a group at a time.** Why did the persistent grid lose the causal rows at head size
+# 128 to one tile a program? Not for lack of work to overlap: held at its power limit (a second of
+# back-to-back runs, the clock down to 1410-1530 MHz) it ran 4.5-7.6% faster than one tile a
+# program; only at full clock, in the tuner's short race, did it run 3-7% slower (H100, run 68).
+# What full clock exposes is memory. Step 4 dealt every tile of every head at once, and each program
+# took its tiles in head order, so at any moment the 132 programs were on 36-40 different heads:
+# their keys and values, 2 MiB a head at S4096 D128, made 72-80 MiB, and the H100's L2 cache holds
+# 50. A block one program had loaded was gone before the next program on that head asked for it,
+# and came from memory again. One tile a program never had the problem: the GPU hands programs out
+# in order, so the ones running together share a few heads. Now the host deals the heads a group at
+# a time: as many heads as fit in half the L2 (12 here, read from the GPU), each group's tiles
+# longest first to the least-loaded program, then the next group. The programs then work on 10-12
+# heads at once, and the busiest has 1.0% more than the mean work. The persistent grid also gets a
+# variant with one q buffer at head size 128 causal, so o's tiles fit and leave by TMA (step 5).
+# Tuned, in one process on the H100 (2026-12-06, run 71; each side's best median of three rounds):
+#
+# | shape (float16 unless said) | before (run 66) | with head groups (run 71) | path |
+# | --- | --- | --- | --- |
+# | B4 H32 S4096 D128 causal | 0.999x | **1.091x** | persistent, one q buffer |
+# | same, bfloat16 | 0.996x | **1.088x** | persistent, one q buffer |
+# | B1 H16 S16384 D128 causal | 1.095x | 1.110x | persistent |
+# | B4 H32/KV8 S4096 D128 causal | 1.089x | 1.107x | persistent, one q buffer |
+# | B4 H32 S4096 D128, B16 H16 S1024 D128 | 1.013x, 1.029x | 1.015x, 1.028x | persistent |
+# | B4 H32 S4096 D64, B8 H16 S2048 D64 causal | 1.038x, 1.022x | 1.037x, 1.025x | persistent |
+#
+# The groups matter only where one head's keys and values are large: with grouped-query heads
+# (four query heads share one key/value head) and at head size 64 all the heads' keys fit in L2
+# anyway, and grouping them changed nothing (run 70). Every row of the forward is now ahead of
+# cuDNN on this H100, by 1.5% to 11%.
+#
 # The exercises stay in Triton: Gluon kernels run only on the GPU they were written for, never in
 # the interpreter, and a learner without a Hopper GPU could not run them.
 #
