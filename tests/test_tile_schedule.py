@@ -46,13 +46,14 @@ def test_key_blocks_reach_each_query_blocks_last_diagonal(problem):
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=str)
-@pytest.mark.parametrize("kind", ["one tile a program", "balanced"])
+@pytest.mark.parametrize("kind", ["one tile a program", "balanced", "balanced in head groups"])
 def test_every_tile_is_taken_exactly_once(problem, kind):
     n_bh, *_, causal, programs = problem
     blocks = blocks_of(*problem)
     n_tiles = n_bh * len(blocks)
-    if kind == "balanced":
-        order, starts = tile_schedule.balanced(n_bh, blocks, programs)
+    if kind.startswith("balanced"):
+        most_heads = 1 if kind.endswith("groups") else None  # groups as small as they may be
+        order, starts = tile_schedule.balanced(n_bh, blocks, programs, most_heads=most_heads)
         assert len(starts) == programs + 1
     else:
         order, starts = tile_schedule.one_tile_a_program(n_bh, blocks, causal)
