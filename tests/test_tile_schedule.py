@@ -134,8 +134,8 @@ def heads_at_once(order, starts, blocks, fraction):
 @pytest.mark.parametrize("fraction", [0.25, 0.5, 0.75])
 def test_programs_work_through_the_heads_a_group_at_a_time(fraction):
     """B4 H32 S4096 causal in tiles of 128 on 132 programs, groups of at most 12 heads: at any
-    moment the programs are on 12-14 heads, not the 36-40 of one group, and the slowest has
-    within 1.5% of the mean work."""
+    moment the programs are on 12 heads (14 allowed), not the 36-40 of one group, and the
+    slowest has within 1.5% of the mean work."""
     blocks = tile_schedule.key_blocks(32, 4096, 4096, 128, 128, True)
     order, starts = tile_schedule.balanced(128, blocks, 132, most_heads=12)
     assert len(heads_at_once(order, starts, blocks, fraction)) <= 14

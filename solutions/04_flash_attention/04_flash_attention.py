@@ -1700,7 +1700,7 @@ for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
 # and came from memory again. One tile a program never had the problem: the GPU hands programs out
 # in order, so the ones running together share a few heads. Now the host deals the heads a group at
 # a time: as many heads as fit in half the L2 (12 here, read from the GPU), each group's tiles
-# longest first to the least-loaded program, then the next group. The programs then work on 10-12
+# longest first to the least-loaded program, then the next group. The programs then work on 12
 # heads at once, and the busiest has 1.0% more than the mean work. The persistent grid also gets a
 # variant with one q buffer at head size 128 causal, so o's tiles fit and leave by TMA (step 5).
 # Tuned, in one process on the H100 (2026-12-06, run 71; each side's best median of three rounds):

@@ -62,7 +62,7 @@ def balanced(n_bh: int, blocks: list[int], programs: int, per_tile: float = 1.0,
     in tile order. So the programs work through the heads together, a group at a time, and
     the keys and values they read at once are the group's: flash_hopper makes a group's fit
     in half the L2. At B4 H32 S4096 D128 causal in tiles of 128, groups of 12 heads leave the
-    programs at any moment on 12-14 heads (28 MiB; an H100's L2 holds 50 MiB, an H200's 60)
+    programs at any moment on 12 heads (24 MiB; an H100's L2 holds 50 MiB, an H200's 60)
     where one group left them on 36-40 (80 MiB); the slowest program has 1.0% more than the
     mean work (0.2% in one group). Equal tiles (not causal) fall to programs in turn, as tile
     p, p + programs, ... would."""
