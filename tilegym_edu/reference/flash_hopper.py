@@ -624,8 +624,8 @@ def hopper_prune(config: Config, problem: Mapping[str, object], resources) -> st
     if block_m // CONSUMER_ROWS == 3 and head_dim > 64:
         return "three consumer warpgroups take head size 64 only: at 128 their registers spill"
     if config["SCHEDULE"] == "persistent_q_once":
-        two = q_buffers(True, problem["causal"], block_m, block_n, stages, head_dim)
-        if two == 1 or o_tiles_fit(two, block_m, block_n, stages, head_dim):
+        persistent = q_buffers(True, problem["causal"], block_m, block_n, stages, head_dim)
+        if persistent == 1 or o_tiles_fit(persistent, block_m, block_n, stages, head_dim):
             return ("one q buffer differs from the persistent schedule only on a causal grid "
                     "where two q buffers leave o's tiles no room")
         if not o_tiles_fit(1, block_m, block_n, stages, head_dim):
