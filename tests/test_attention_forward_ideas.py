@@ -15,6 +15,8 @@ import triton.language as tl
 
 from tilegym_edu import device
 
+pytestmark = pytest.mark.compute
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 

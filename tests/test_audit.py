@@ -21,6 +21,8 @@ from tests.attacks import ATTACKS
 from tests.conftest import REPO
 from tilegym_edu import audit, submission, write_guard
 
+pytestmark = pytest.mark.compute
+
 LESSONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 #: (lesson, learner function) of every graded kernel exercise
 KERNEL_EXERCISES = [

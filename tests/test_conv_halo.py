@@ -11,6 +11,8 @@ from tests.test_conv_groups import inputs
 from tilegym_edu import tune
 from tilegym_edu.reference import conv_halo, conv_persistent
 
+pytestmark = pytest.mark.compute
+
 H200 = tune.Resources(shared_bytes=232448)
 
 

@@ -7,6 +7,8 @@ import torch
 from tilegym_edu import tune
 from tilegym_edu.reference import conv_hopper, conv_persistent
 
+pytestmark = pytest.mark.compute
+
 
 @pytest.mark.parametrize("N, P, Q, block_m, box", [
     (32, 56, 56, 128, (2, 8, 8)),     # 56 = 7 x 8 both ways: no pixel computed twice

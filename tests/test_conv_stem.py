@@ -10,6 +10,8 @@ from tilegym_edu import grading
 from tilegym_edu.reference import conv_stem
 from tilegym_edu.tune import Resources
 
+pytestmark = pytest.mark.compute
+
 SMALL = dict(BLOCK_M=32, BLOCK_N=16, GROUP_M=2, num_warps=4, num_stages=1)
 
 LAYERS = [  # (N, C, H, W, K, R, S, stride, padding)

@@ -8,6 +8,8 @@ from tilegym_edu.reference import convolution as conv
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tune import Resources
 
+pytestmark = pytest.mark.compute
+
 GEOMETRIES = [  # (N, C, H, W, K, R, S, stride, padding, dilation)
     (2, 3, 7, 9, 4, 3, 3, 1, 1, 1), (1, 5, 8, 5, 2, 1, 1, 1, 0, 1),
     (2, 2, 9, 6, 3, 2, 3, (2, 1), (1, 0), 1), (1, 4, 11, 10, 3, 3, 3, 2, 2, 2),

@@ -1,7 +1,10 @@
 """reference/counters.py: the arrival counters skinny and flash_decode share."""
+import pytest
 import torch
 
 from tilegym_edu.reference import counters
+
+pytestmark = pytest.mark.compute
 
 
 def test_the_same_zeroed_counters_come_back_until_more_blocks_are_asked_for():

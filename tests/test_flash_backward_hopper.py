@@ -8,6 +8,8 @@ import torch
 from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper, flash_hopper
 from tilegym_edu.tune import Config, KernelGroup
 
+pytestmark = pytest.mark.compute
+
 
 def tensors(shape, dtype=torch.float16):
     return [torch.zeros(shape, dtype=dtype) for _ in range(3)]

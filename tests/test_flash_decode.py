@@ -10,6 +10,8 @@ from tests.test_flash import make_inputs, shape_id
 from tilegym_edu.reference import counters, flash, flash_decode
 from tilegym_edu.tune import Resources
 
+pytestmark = pytest.mark.compute
+
 CASES = [  # (shape (batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, SPLITS)
     ((1, 4, 1, 1, 100, 32), True, 4),      # a decoding step, multi-query, 4 ranges of 32 keys
     ((2, 8, 2, 3, 70, 40), True, 3),       # three queries, head size 40

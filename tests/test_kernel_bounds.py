@@ -9,6 +9,8 @@ import triton.language as tl
 from tests.kernels import triton_double
 from tilegym_edu import kernel_bounds
 
+pytestmark = pytest.mark.compute
+
 
 @pytest.fixture(autouse=True)
 def confined():

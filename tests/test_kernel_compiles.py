@@ -12,6 +12,8 @@ from triton.runtime import interpreter
 
 from tilegym_edu import kernel_bounds, kernel_compiles, traffic
 
+pytestmark = pytest.mark.compute
+
 
 @triton.jit
 def _row_softmax_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):

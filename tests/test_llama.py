@@ -9,6 +9,8 @@ from tilegym_edu import check, grading
 from tilegym_edu.reference import llama, llama_kernels, llama_profile
 from tilegym_edu.reference.llama import CPU_CONFIG, GPU_CONFIG, TORCH_OPS, Llama, Ops
 
+pytestmark = pytest.mark.compute
+
 
 def tokens(batch, seq, seed=0, cfg=CPU_CONFIG):
     return llama.random_tokens(cfg, batch, seq, torch.Generator().manual_seed(seed))

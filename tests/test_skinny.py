@@ -8,6 +8,8 @@ import torch
 from tilegym_edu.reference import counters, skinny, split_k
 from tilegym_edu.tune import Resources
 
+pytestmark = pytest.mark.compute
+
 CASES = [  # (M, K, N, BLOCK_N, BLOCK_K, SPLIT_K)
     (1, 100, 70, 32, 32, 3),       # K in 3 ranges of 64, 32 and 4: the last one short
     (16, 96, 64, 32, 16, 4),       # every row of the tile

@@ -8,6 +8,8 @@ import torch
 
 from tilegym_edu.reference import tile_schedule
 
+pytestmark = pytest.mark.compute
+
 #: (n_bh, seq_q, seq_k, block_m, block_n, causal, programs)
 PROBLEMS = [(128, 2048, 2048, 128, 128, True, 132),    # B8 H16 S2048 causal, tiles of 128
             (128, 2048, 2048, 192, 128, True, 132),    # the same in tiles of 192 (the last partial)
