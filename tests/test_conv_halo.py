@@ -3,6 +3,8 @@ following the kernel's loops in PyTorch, TMA's zero fill and clipped stores incl
 F.conv2d), which layers and machines it refuses and why, what its configurations take from
 shared memory, its prune, and its place in shape_conv2d's race. Its kernel runs in
 tests/gpu/test_conv_halo_gpu.py."""
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -44,13 +46,16 @@ def _box_store(t: torch.Tensor, origin, value: torch.Tensor) -> None:
 
 def emulate(x: torch.Tensor, w: torch.Tensor, padding, config) -> torch.Tensor:
     """halo_conv_kernel's loops on the CPU in float64, every program in turn, as
-    launch_halo_conv2d sets them up: y (N, K, P, Q)."""
+    launch_halo_conv2d sets them up: y (N, K, P, Q). A "specialised" configuration's consumer
+    warpgroups each take B0 / consumers rows of the halo axis, as halo_ws_conv_kernel's do."""
     N, C, H, W = x.shape
     K, _, R, S = w.shape
     ph, pw = padding
     P, Q = H + 2 * ph - R + 1, W + 2 * pw - S + 1
     b0, b1, b2, bn, bk, splits = (config[n] for n in ("B0", "B1", "B2", "BLOCK_N", "BLOCK_K",
                                                       "SPLIT_K"))
+    consumers = config["num_warps"] // 4 if config.get("SCHEDULE") == "specialised" else 1
+    rows = b0 // consumers
     plan = conv_halo.halo_plan(config["ORDER"], N, P, Q, R, S, ph, pw)
     x_view = x.double().permute(0, 2, 3, 1).permute(*plan.perm, 3)
     filters = w.double().permute(0, 2, 3, 1).reshape(K, R * S * C)
@@ -62,8 +67,8 @@ def emulate(x: torch.Tensor, w: torch.Tensor, padding, config) -> torch.Tensor:
         for a0 in range(0, plan.out_sizes[0], b0):
             for a1 in range(0, plan.out_sizes[1], b1):
                 for a2 in range(0, plan.out_sizes[2], b2):
-                    for k0 in range(0, K, bn):
-                        acc = torch.zeros(b0 * b1 * b2, bn, dtype=torch.float64)
+                    for k0, which in itertools.product(range(0, K, bn), range(consumers)):
+                        acc = torch.zeros(rows * b1 * b2, bn, dtype=torch.float64)
                         for step in range(split * per_split,
                                           min(split * per_split + per_split, steps)):
                             t2, c0 = step // c_blocks, (step % c_blocks) * bk
@@ -76,9 +81,11 @@ def emulate(x: torch.Tensor, w: torch.Tensor, padding, config) -> torch.Tensor:
                                                    a2 + shift[2], c0), (plan.tail, b1, b2, bk))])
                             for t0 in range(plan.taps0):
                                 column = (t0 * plan.tap_stride0 + t2 * plan.tap_stride2) * C + c0
-                                acc += (halo[t0:t0 + b0].reshape(-1, bk)
+                                first = t0 + which * rows
+                                acc += (halo[first:first + rows].reshape(-1, bk)
                                         @ _box_load(filters, (k0, column), (bn, bk)).T)
-                        _box_store(out[split], (a0, a1, a2, k0), acc.reshape(b0, b1, b2, bn))
+                        _box_store(out[split], (a0 + which * rows, a1, a2, k0),
+                                   acc.reshape(rows, b1, b2, bn))
     inverse = [plan.perm.index(axis) for axis in range(3)]
     return out.sum(0).permute(*inverse, 3).permute(0, 3, 1, 2)
 
@@ -96,7 +103,8 @@ LAYERS = [(2, 24, 9, 11, 20, 3, 3, (1, 1)),      # C and K under one block: zero
 def test_the_plan_of_every_view_order_computes_the_convolution(layer, order):
     N, C, H, W, K, R, S, padding = layer
     x, w = inputs(N, C, H, W, K, C, R, S, torch.float32)
-    config = dict(ORDER=order, B0=4, B1=2, B2=4, BLOCK_N=16, BLOCK_K=16, SPLIT_K=1)
+    config = dict(ORDER=order, B0=4, B1=2, B2=4, BLOCK_N=16, BLOCK_K=16, SPLIT_K=1, num_warps=4,
+                  SCHEDULE="one")
     expected = F.conv2d(x.double(), w.double(), padding=padding)
     torch.testing.assert_close(emulate(x, w, padding, config), expected)
 
@@ -146,9 +154,12 @@ def test_every_configuration_is_a_valid_kernel_shape():
 @pytest.mark.parametrize("change, reason", [
     (dict(B1=2, B2=2), "not a multiple of the swizzle's 8"),
     (dict(BLOCK_K=128), "more than the 128 of one swizzled row"),
-    (dict(num_warps=8), "16-row slices for 8 warps")])
+    (dict(num_warps=8), "16-row slices for 8 warps"),
+    (dict(SCHEDULE="ping-pong"), "SCHEDULE must be one of"),
+    (dict(B2=3, num_warps=12, SCHEDULE="specialised"), "1 or 2 warpgroups: num_warps 4 or 8"),
+    (dict(B0=1, B2=16, num_warps=8, SCHEDULE="specialised"), "do not split between 2 consumer")])
 def test_tiles_that_cannot_be_cut_into_the_taps_views_are_refused(change, reason):
-    config = {**dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 8, 1, 64, 64, 3, 1, 4))),
+    config = {**dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 8, 1, 64, 64, 3, 1, 4, "one"))),
               **change}
     assert reason in conv_halo.halo_shape_problem(config, 2)
     assert reason in conv_halo.halo_conv_prune(config, _problem(32, 512, 7, 7, 512, 3), H200)
@@ -165,18 +176,21 @@ def _problem(N, C, H, W, K, R, S=None, padding=1):
 
 def test_shared_memory_as_the_compiler_counted_it():
     """Triton 3.6 compiled these for sm_90a to 132, 96 and 174 KiB (the kernel's metadata),
-    as halo_shared_bytes says: stages x (halo rows + filter blocks) x BLOCK_K halves."""
-    for row, taps, kib in ((("hnw", 8, 4, 8, 64, 32, 3, 1, 8), 5, 132),
-                           (("hnw", 8, 2, 8, 64, 32, 3, 1, 4), 5, 96),
-                           (("hnw", 8, 8, 1, 128, 64, 3, 1, 4), 3, 174)):
+    as halo_shared_bytes says: stages x (halo rows + filter blocks) x BLOCK_K halves; the
+    specialised schedule's to 196,840 bytes: its ring and, beside it, the output tile its
+    consumers store through, 192 KiB, and 232 bytes of barriers and their alignment."""
+    for row, taps, kib in ((("hnw", 8, 4, 8, 64, 32, 3, 1, 8, "one"), 5, 132),
+                           (("hnw", 8, 2, 8, 64, 32, 3, 1, 4, "one"), 5, 96),
+                           (("hnw", 8, 8, 1, 128, 64, 3, 1, 4, "one"), 3, 174),
+                           (("hnw", 8, 16, 1, 64, 64, 4, 1, 8, "specialised"), 3, 192)):
         config = dict(zip(conv_halo.HALO_CONV_NAMES, row))
         assert conv_halo.halo_shared_bytes(config, taps, 2) == kib * 1024
-    split = dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 16, 1, 128, 16, 2, 2, 4)))
+    split = dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 16, 1, 128, 16, 2, 2, 4, "one")))
     assert conv_halo.halo_shared_bytes(split, 3, 2) == 128 * 128 * 4   # float32: 64 KiB compiled
 
 
 def test_prune_says_why_a_configuration_sits_out():
-    config = dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 8, 1, 128, 64, 3, 1, 4)))
+    config = dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 8, 1, 128, 64, 3, 1, 4, "one")))
     assert conv_halo.halo_conv_prune(config, _problem(32, 512, 7, 7, 512, 3), H200) is None
     assert "shared memory" in conv_halo.halo_conv_prune(config, _problem(8, 96, 9, 9, 128, 5,
                                                                          padding=2), H200)

@@ -1,8 +1,9 @@
-"""The halo convolution (reference/conv_halo.py) on a Hopper GPU: every configuration against
-float32 PyTorch on layers that reach every edge (padding of every size and none, channels that
-are not a multiple of BLOCK_K, output channels fewer than BLOCK_N, sizes that are not multiples
-of a box, rectangular and 5x5 and 7x7 filters, one image, a reduction split in more ranges than
-it has steps), in float16 and bfloat16; and shape_conv2d's race with the halo kernel in it."""
+"""The halo convolution (reference/conv_halo.py) on a Hopper GPU, both schedules: every
+configuration against float32 PyTorch on layers that reach every edge (padding of every size
+and none, channels that are not a multiple of BLOCK_K, output channels fewer than BLOCK_N,
+sizes that are not multiples of a box, rectangular and 5x5 and 7x7 filters, one image, a
+reduction split in more ranges than it has steps), in float16 and bfloat16; and shape_conv2d's
+race with the halo kernel in it."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -53,18 +54,23 @@ def test_every_configuration_matches_pytorch(layer, config):
     assert _error(y, x, w, padding) < 2e-3
 
 
+@pytest.mark.parametrize("row", [conv_halo.HALO_CONV_CONFIGS[0], conv_halo.HALO_CONV_CONFIGS[-1]],
+                         ids=str)
 @pytest.mark.parametrize("layer", LAYERS[:4], ids=str)
-def test_bfloat16(layer):
+def test_bfloat16(layer, row):
     x, w, padding, y = _layer(layer, torch.bfloat16)
-    config = dict(zip(conv_halo.HALO_CONV_NAMES, conv_halo.HALO_CONV_CONFIGS[0]))
+    config = dict(zip(conv_halo.HALO_CONV_NAMES, row))
     conv_halo.launch_halo_conv2d(x, w, y, 1, padding, 1, config)
     assert _error(y, x, w, padding) < 1e-2
 
 
-def test_more_splits_than_steps_leave_no_gaps():
-    """A 3x3 layer of 16 channels has 3 reduction steps (one per tap along w): 4 ranges."""
+@pytest.mark.parametrize("row", [("hnw", 8, 2, 8, 64, 32, 2, 4, 4, "one"),
+                                 ("hnw", 8, 2, 8, 64, 32, 2, 4, 8, "specialised")], ids=str)
+def test_more_splits_than_steps_leave_no_gaps(row):
+    """A 3x3 layer of 16 channels has 3 reduction steps (one per tap along w): 4 ranges, so
+    some programs add no step at all and store zeros."""
     x, w, padding, y = _layer((2, 16, 9, 9, 64, 3, 3, 1), torch.float16)
-    config = dict(zip(conv_halo.HALO_CONV_NAMES, ("hnw", 8, 2, 8, 64, 32, 2, 4, 4)))
+    config = dict(zip(conv_halo.HALO_CONV_NAMES, row))
     conv_halo.launch_halo_conv2d(x, w, y, 1, padding, 1, config)
     assert _error(y, x, w, padding) < 2e-3
 

@@ -21,6 +21,14 @@ the layers conv_hopper's kernel was slowest on at 1.27x cuDNN (N8 C96 65x67 5x5 
 Tensor descriptors take power-of-two boxes, so the halo comes in two copies: B0 rows, then a
 box of TAILP (the next power of two >= R - 1) rows right behind them.
 
+Two schedules (a configuration's SCHEDULE). "one" (halo_conv_kernel): the program's warps both
+issue the copies and multiply, so a copy waits for the warpgroup to come back from its
+multiplies. "specialised" (halo_ws_conv_kernel): a producer warp keeps the ring full while one
+or two consumer warpgroups multiply, each 64 rows of the tile, as cuDNN's kernel for N32 C512
+7² does (Nsight Compute, docs/results/h200.md, 2026-12-06). There, 128 x 64 tiles of two
+consumers and a 4-stage ring ran at 1.09x cuDNN on an H100 where the best "one" tiles, 64 x
+64 two programs an SM, ran at 0.91x (run 74).
+
 Shapes and names as in ``convolution``: x (N, C, H, W) and w (K, C, R, S) channels_last, y
 (N, K, P, Q) channels_last; float16 or bfloat16; stride 1, dilation 1, any padding, no groups; C
 and K multiples of 8. :func:`halo_conv_problem` says why a layer or GPU cannot take it. Gluon
@@ -39,7 +47,7 @@ from tilegym_edu.grading import forbidden_in_graded_calls
 from tilegym_edu.reference.convolution import Pair, geometry, output_size
 from tilegym_edu.reference.conv_hopper import (_descriptor, hopper_conv_problem, program_tile,
                                                reduce_splits, split_output, store_box,
-                                               twice_the_output_channels)
+                                               store_box_through, twice_the_output_channels)
 from tilegym_edu.tiles import cdiv
 from tilegym_edu.tune import Config, SearchSpace, configs_from_rows
 
@@ -48,6 +56,12 @@ try:  # Gluon's Hopper modules (Triton 3.5 and newer); hopper_conv_problem says 
                                                                    warpgroup_mma_wait)
 except ImportError:  # pragma: no cover
     pass
+
+
+#: registers a thread of the specialised kernel's second consumer warpgroup and of its producer
+#: warp may hold (setmaxnreg: multiples of 8 from 24 to 256)
+WS_CONSUMER_REGS = gl.constexpr(168)
+WS_PRODUCER_REGS = gl.constexpr(48)
 
 
 @gluon.jit
@@ -143,6 +157,107 @@ def halo_conv_kernel(x_desc, xt_desc, w_desc, y_desc, D0, D1, D2, C, K, PAD0, PA
     store_box(acc, y_desc, split, a0, a1, a2, k0, B0, B1, B2, BLOCK_N)
 
 
+@gluon.jit
+def _halo_ws_load(x_desc, xt_desc, w_desc, a_smem, b_smem, ready, empty, first, count, a0, a1,
+                  a2, k0, C, PAD0, PAD2, WS0, WS2, T0: gl.constexpr, B0: gl.constexpr,
+                  B1: gl.constexpr, B2: gl.constexpr, TAILP: gl.constexpr,
+                  MOVE_DIM: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr):
+    """halo_ws_conv_kernel's producer warp: the program's ``count`` steps into the ring, each
+    slot once every consumer has released it (``empty``; a new barrier passes phase 1)."""
+    for j in range(count):
+        mbarrier.wait(empty.index(j % STAGES), ((j // STAGES) & 1) ^ 1)
+        _halo_issue(x_desc, xt_desc, w_desc, a_smem, b_smem, ready, j, first, a0, a1, a2, k0, C,
+                    PAD0, PAD2, WS0, WS2, T0, B0, B1, B2, TAILP, MOVE_DIM, BLOCK_K, STAGES)
+
+
+@gluon.jit
+def _halo_ws_consume(shared, WHICH: gl.constexpr, CONSUMERS: gl.constexpr, T0: gl.constexpr,
+                     B0: gl.constexpr, B1: gl.constexpr, B2: gl.constexpr,
+                     TAILP: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                     STAGES: gl.constexpr):
+    """Consumer warpgroup WHICH of halo_ws_conv_kernel: rows WHICH·ROWS .. (WHICH + 1)·ROWS - 1
+    of the tile (B0 / CONSUMERS rows of the halo axis), each tap's operand the slice of that
+    tap's shifted view; it releases a step's slot once its wgmmas are done, then stores its
+    rows as a (B0 / CONSUMERS, B1, B2) box. ``shared``: the kernel's (a_smem, b_smem, ready,
+    empty, out_smem, y_desc, split, a0, a1, a2, k0, count)."""
+    a_smem, b_smem, ready, empty, out_smem, y_desc, split, a0, a1, a2, k0, count = shared
+    ROWS: gl.constexpr = B0 * B1 * B2 // CONSUMERS
+    CH: gl.constexpr = B1 * B2
+    NCH: gl.constexpr = B0 + TAILP
+    dtype: gl.constexpr = a_smem.dtype
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    acc = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=acc_layout)
+    for i in range(count):
+        slot = i % STAGES
+        mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
+        for t0 in gl.static_range(T0):
+            a_tap = a_smem.index(slot * NCH + t0 + WHICH * (ROWS // CH))._reinterpret(
+                dtype, [ROWS, BLOCK_K], a_smem.layout)
+            acc = warpgroup_mma(a_tap, b_smem.index(slot * T0 + t0).permute((1, 0)), acc,
+                                is_async=True)
+        # with this step's T0 wgmmas in flight, step i - 1's are done: its slot is free
+        acc = warpgroup_mma_wait(T0, deps=(acc,))
+        if i > 0:
+            mbarrier.arrive(empty.index((i - 1) % STAGES), count=1)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    store_box_through(acc, out_smem.index(WHICH), y_desc, split, a0 + WHICH * (B0 // CONSUMERS),
+                      a1, a2, k0, B0 // CONSUMERS, B1, B2, BLOCK_N)
+
+
+@gluon.jit
+def halo_ws_conv_kernel(x_desc, xt_desc, w_desc, y_desc, D0, D1, D2, C, K, PAD0, PAD2, WS0,
+                        WS2, T2, T0: gl.constexpr, B0: gl.constexpr, B1: gl.constexpr,
+                        B2: gl.constexpr, TAILP: gl.constexpr, MOVE_DIM: gl.constexpr,
+                        BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                        SPLIT_K: gl.constexpr, CONSUMERS: gl.constexpr,
+                        num_warps: gl.constexpr):
+    """halo_conv_kernel's tile and ring, warp-specialised: a producer warp issues every step's
+    copies as soon as its slot is free, and CONSUMERS warpgroups (1 or 2; the first is the
+    launch's num_warps = 4) each multiply 64 of the tile's rows, so the loads of the next
+    steps never wait behind a warpgroup's multiplies. Arguments as halo_conv_kernel's, y_desc
+    in (1, B0 / CONSUMERS, B1, B2, BLOCK_N) boxes."""
+    BLOCK_M: gl.constexpr = B0 * B1 * B2
+    CH: gl.constexpr = B1 * B2
+    NCH: gl.constexpr = B0 + TAILP
+    dtype: gl.constexpr = x_desc.dtype
+    split, a0, a1, a2, k0, first, count = program_tile(D0, D1, D2, K, T2, 1, C, B0, B1, B2,
+                                                       BLOCK_N, BLOCK_K, SPLIT_K)
+    tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dtype)
+    a_smem = gl.allocate_shared_memory(dtype, [STAGES * NCH, CH, BLOCK_K], tile_layout)
+    b_smem = gl.allocate_shared_memory(dtype, [STAGES * T0, BLOCK_N, BLOCK_K], w_desc.layout)
+    out_dtype: gl.constexpr = y_desc.dtype
+    out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for(
+        [BLOCK_M // CONSUMERS, BLOCK_N], out_dtype)
+    out_smem = gl.allocate_shared_memory(out_dtype, [CONSUMERS, BLOCK_M // CONSUMERS, BLOCK_N],
+                                         out_layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=CONSUMERS)  # every consumer releases each slot
+    shared = (a_smem, b_smem, ready, empty, out_smem, y_desc, split, a0, a1, a2, k0, count)
+    # the partitions must be spelled out in the call: Gluon takes no function in a variable
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_halo_ws_consume, (shared, 0, CONSUMERS, T0, B0, B1, B2, TAILP, BLOCK_N, BLOCK_K,
+                                STAGES)),
+            (_halo_ws_consume, (shared, 1, CONSUMERS, T0, B0, B1, B2, TAILP, BLOCK_N, BLOCK_K,
+                                STAGES)),
+            (_halo_ws_load, (x_desc, xt_desc, w_desc, a_smem, b_smem, ready, empty, first, count,
+                             a0, a1, a2, k0, C, PAD0, PAD2, WS0, WS2, T0, B0, B1, B2, TAILP,
+                             MOVE_DIM, BLOCK_K, STAGES)),
+        ], [4, 1], [WS_CONSUMER_REGS, WS_PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_halo_ws_consume, (shared, 0, CONSUMERS, T0, B0, B1, B2, TAILP, BLOCK_N, BLOCK_K,
+                                STAGES)),
+            (_halo_ws_load, (x_desc, xt_desc, w_desc, a_smem, b_smem, ready, empty, first, count,
+                             a0, a1, a2, k0, C, PAD0, PAD2, WS0, WS2, T0, B0, B1, B2, TAILP,
+                             MOVE_DIM, BLOCK_K, STAGES)),
+        ], [1], [WS_PRODUCER_REGS])
+
+
 class HaloPlan(NamedTuple):
     """How a layer maps onto halo_conv_kernel for a view ``order`` (a permutation of "nhw"
     whose first letter, "h" or "w", is the halo axis). perm: the (N, H, W) axes in view order;
@@ -208,8 +323,9 @@ def halo_conv_problem(x: torch.Tensor, w: torch.Tensor, stride: Pair = 1, paddin
 
 def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
                        padding: Pair, dilation: Pair, config) -> torch.Tensor:
-    """Run halo_conv_kernel with ``config`` (HALO_CONV_NAMES) into the preallocated
-    channels_last y; return y. The layer must pass :func:`halo_conv_problem` (stride and
+    """Run halo_conv_kernel, or halo_ws_conv_kernel where config["SCHEDULE"] is
+    "specialised", with ``config`` (HALO_CONV_NAMES) into the preallocated channels_last y;
+    return y. The layer must pass :func:`halo_conv_problem` (stride and
     dilation are there for the paths' common signature); ValueError, saying why, for a
     configuration halo_shape_problem refuses. With SPLIT_K > 1 the kernel writes
     float32 partial sums that conv_hopper.reduce_splits adds into y."""
@@ -228,30 +344,47 @@ def launch_halo_conv2d(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride
     y_view = out.permute(0, *(1 + axis for axis in plan.perm), 4)
     d0, d1, d2 = plan.out_sizes
     tiles = cdiv(d0, b0) * cdiv(d1, b1) * cdiv(d2, b2) * cdiv(K, bn)
-    halo_conv_kernel[(tiles * splits,)](
-        _descriptor(x_view, (b0, b1, b2, bk)), _descriptor(x_view, (plan.tail, b1, b2, bk)),
-        _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk)),
-        _descriptor(y_view, (1, b0, b1, b2, bn)), d0, d1, d2, C, K, plan.pad0, plan.pad2,
-        plan.tap_stride0, plan.tap_stride2, plan.taps2, T0=plan.taps0, B0=b0, B1=b1, B2=b2,
-        TAILP=plan.tail, MOVE_DIM=plan.move_dim, BLOCK_N=bn, BLOCK_K=bk,
-        STAGES=config["STAGES"], SPLIT_K=splits, num_warps=config["num_warps"])
+    specialised = config["SCHEDULE"] == "specialised"
+    consumers = config["num_warps"] // 4 if specialised else 1
+    args = (_descriptor(x_view, (b0, b1, b2, bk)), _descriptor(x_view, (plan.tail, b1, b2, bk)),
+            _descriptor(w.permute(0, 2, 3, 1).reshape(K, R * S * C), (bn, bk)),
+            _descriptor(y_view, (1, b0 // consumers, b1, b2, bn)), d0, d1, d2, C, K, plan.pad0,
+            plan.pad2, plan.tap_stride0, plan.tap_stride2, plan.taps2)
+    options = dict(T0=plan.taps0, B0=b0, B1=b1, B2=b2, TAILP=plan.tail, MOVE_DIM=plan.move_dim,
+                   BLOCK_N=bn, BLOCK_K=bk, STAGES=config["STAGES"], SPLIT_K=splits)
+    if specialised:
+        halo_ws_conv_kernel[(tiles * splits,)](*args, **options, CONSUMERS=consumers,
+                                               num_warps=4)
+    else:
+        halo_conv_kernel[(tiles * splits,)](*args, **options, num_warps=config["num_warps"])
     return reduce_splits(out, y)
 
 
 #: a configuration's names: the view order and output box (B0 rows of the halo axis), then as
-#: conv_hopper's
+#: conv_hopper's, then SCHEDULE: "one" (halo_conv_kernel: num_warps warps load and multiply) or
+#: "specialised" (halo_ws_conv_kernel: num_warps / 4 consumer warpgroups and a producer warp)
 HALO_CONV_NAMES = ("ORDER", "B0", "B1", "B2", "BLOCK_N", "BLOCK_K", "STAGES", "SPLIT_K",
-                   "num_warps")
+                   "num_warps", "SCHEDULE")
+#: the schedules a configuration may name
+HALO_SCHEDULES = ("one", "specialised")
 
 #: the configurations the tuner races (the first is the default): the best of each layer and
 #: the runners-up within 3% in runs 5 and 15 on the H200 (docs/results/h200.md, 2026-12-04):
 #: 256-row tiles of two warpgroups for N64 C64 56², 64-row ones with 2 stages for the 5x5 layer,
-#: 64 x 64 tiles two programs an SM for C512 7²
-HALO_CONV_CONFIGS = (("hnw", 8, 4, 8, 64, 32, 3, 1, 8), ("hwn", 8, 8, 4, 64, 32, 3, 1, 8),
-                     ("hnw", 8, 2, 8, 64, 32, 3, 1, 4), ("hnw", 8, 2, 8, 64, 64, 2, 1, 4),
-                     ("hwn", 8, 2, 8, 64, 32, 2, 1, 4), ("hnw", 4, 4, 8, 64, 32, 2, 1, 4),
-                     ("wnh", 8, 8, 2, 64, 32, 2, 1, 4), ("hnw", 8, 8, 1, 64, 64, 3, 1, 4),
-                     ("hwn", 8, 1, 8, 64, 64, 3, 1, 4), ("hnw", 8, 8, 1, 128, 64, 3, 1, 4))
+#: 64 x 64 tiles two programs an SM for C512 7²; and the specialised schedule's two best on an
+#: H100 (run 74, 2026-12-06): 128 x 64 tiles, 4 stages, N32 C512 7² at 1.09x cuDNN
+HALO_CONV_CONFIGS = (("hnw", 8, 4, 8, 64, 32, 3, 1, 8, "one"),
+                     ("hwn", 8, 8, 4, 64, 32, 3, 1, 8, "one"),
+                     ("hnw", 8, 2, 8, 64, 32, 3, 1, 4, "one"),
+                     ("hnw", 8, 2, 8, 64, 64, 2, 1, 4, "one"),
+                     ("hwn", 8, 2, 8, 64, 32, 2, 1, 4, "one"),
+                     ("hnw", 4, 4, 8, 64, 32, 2, 1, 4, "one"),
+                     ("wnh", 8, 8, 2, 64, 32, 2, 1, 4, "one"),
+                     ("hnw", 8, 8, 1, 64, 64, 3, 1, 4, "one"),
+                     ("hwn", 8, 1, 8, 64, 64, 3, 1, 4, "one"),
+                     ("hnw", 8, 8, 1, 128, 64, 3, 1, 4, "one"),
+                     ("hwn", 8, 1, 16, 64, 64, 4, 1, 8, "specialised"),
+                     ("hnw", 8, 16, 1, 64, 64, 4, 1, 8, "specialised"))
 
 #: a configuration is skipped where its boxes compute more than this many output rows per row
 #: stored (P, Q or N not a multiple of the box): the exploration's winners wasted at most 14%
@@ -274,19 +407,32 @@ def halo_shape_problem(config, element_bytes: int) -> str:
     if config["B0"] * chunk % (16 * config["num_warps"]):
         return (f"a tile of {config['B0'] * chunk} rows does not split into 16-row slices for "
                 f"{config['num_warps']} warps")
+    if config["SCHEDULE"] not in HALO_SCHEDULES:
+        return f"SCHEDULE must be one of {HALO_SCHEDULES}, not {config['SCHEDULE']!r}"
+    if config["SCHEDULE"] == "specialised":
+        if config["num_warps"] not in (4, 8):
+            return (f"the specialised schedule's consumers are 1 or 2 warpgroups: num_warps 4 "
+                    f"or 8, not {config['num_warps']}")
+        consumers = config["num_warps"] // 4
+        if config["B0"] % consumers:
+            return (f"B0 = {config['B0']} halo rows do not split between {consumers} consumer "
+                    "warpgroups (each takes whole rows of the halo axis)")
     return ""
 
 
 def halo_shared_bytes(config, taps0: int, element_bytes: int) -> int:
     """Shared memory a configuration takes (bytes) with ``taps0`` taps along the halo axis:
     the ring (each stage B0 + TAILP chunks of B1·B2 rows and taps0 filter blocks, BLOCK_K
-    channels wide), or the output tile (float32 when the reduction is split) if larger."""
+    channels wide) and the output tile (float32 when the reduction is split), which the "one"
+    schedule stores through the ring's memory once the ring is done with (the larger of the
+    two) and the "specialised" one through a buffer of its own (the sum)."""
     tail = halo_tail(taps0)
     chunk = config["B1"] * config["B2"]
     stage = ((config["B0"] + tail) * chunk + taps0 * config["BLOCK_N"]) * config["BLOCK_K"]
     out_bytes = 4 if config["SPLIT_K"] > 1 else element_bytes
-    block_m = config["B0"] * chunk
-    return max(config["STAGES"] * stage * element_bytes, block_m * config["BLOCK_N"] * out_bytes)
+    ring = config["STAGES"] * stage * element_bytes
+    out = config["B0"] * chunk * config["BLOCK_N"] * out_bytes
+    return ring + out if config["SCHEDULE"] == "specialised" else max(ring, out)
 
 
 def halo_conv_prune(config, problem, resources) -> str | None:
@@ -326,3 +472,4 @@ HALO_CONV_SPACE = SearchSpace(default=Config(**dict(zip(HALO_CONV_NAMES, HALO_CO
                               prune=halo_conv_prune)
 
 forbidden_in_graded_calls(halo_conv_kernel)
+forbidden_in_graded_calls(halo_ws_conv_kernel)

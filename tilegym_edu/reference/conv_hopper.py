@@ -128,6 +128,15 @@ def store_box(acc, y_desc, split, o0, o1, o2, k0, B0: gl.constexpr, B1: gl.const
     out_dtype: gl.constexpr = y_desc.dtype
     out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], out_dtype)
     out_smem = gl.allocate_shared_memory(out_dtype, [BLOCK_M, BLOCK_N], out_layout)
+    store_box_through(acc, out_smem, y_desc, split, o0, o1, o2, k0, B0, B1, B2, BLOCK_N)
+
+
+@gluon.jit
+def store_box_through(acc, out_smem, y_desc, split, o0, o1, o2, k0, B0: gl.constexpr,
+                      B1: gl.constexpr, B2: gl.constexpr, BLOCK_N: gl.constexpr):
+    """store_box through out_smem, a (B0·B1·B2, BLOCK_N) buffer of y_desc's dtype that the
+    caller allocated (conv_halo's specialised kernel, before its partitions fork)."""
+    out_dtype: gl.constexpr = y_desc.dtype
     out_smem.store(acc.to(out_dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(

@@ -35,7 +35,8 @@ from tilegym_edu.reference.convolution import (CONV_SPACE, Pair, check_conv_inpu
                                                conv_problem, filters_as_matrix, geometry,
                                                launch_conv2d, new_output)
 from tilegym_edu.reference.conv_halo import (HALO_CONV_SPACE, halo_conv_kernel,
-                                             halo_conv_problem, launch_halo_conv2d)
+                                             halo_conv_problem, halo_ws_conv_kernel,
+                                             launch_halo_conv2d)
 from tilegym_edu.reference.conv_hopper import (HOPPER_CONV_SPACE, hopper_conv_kernel,
                                                hopper_conv_problem, launch_hopper_conv2d)
 from tilegym_edu.reference.conv_split_k import (SPLIT_K_CONV_SPACE, launch_split_k_conv2d,
@@ -180,7 +181,8 @@ SHAPE_CONV_SPACE = SearchSpace(
 #: what the tuner keys SHAPE_CONV_SPACE's results on: the source of every kernel it races
 SHAPE_CONV_KERNELS = KernelGroup("shape_conv2d", (conv2d_kernel, persistent_conv2d_kernel,
                                                   split_k_conv2d_kernel, split_k_reduce_kernel,
-                                                  hopper_conv_kernel, halo_conv_kernel))
+                                                  hopper_conv_kernel, halo_conv_kernel,
+                                                  halo_ws_conv_kernel))
 
 
 def run_conv_path(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride: Pair,
