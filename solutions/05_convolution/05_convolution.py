@@ -1389,6 +1389,19 @@ assert_groups_speed(packed_conv2d, groups_reference, make_groups_inputs, PACKED_
 # cuDNN's speed, N64 C64 56x56 3x3 from 0.92 to 1.04 and a 7x7 layer to 1.40; `shape_conv2d` races
 # the two Gluon kernels per layer (`docs/results/h200-2026-12-04-conv-shapes-run-24.md`).
 #
+# One layer still only tied cuDNN: N32 C512 7x7 3x3, about 21 µs a call. Nsight Compute on an H100
+# said why (`docs/results/h200.md`, 2026-12-06): the SMs that ran the halo kernel kept their tensor
+# cores busy 48% of the time, the SMs that ran cuDNN's kernel 63%. In the halo kernel one warpgroup
+# both issues the next copies and multiplies, so a copy waits until the warpgroup comes back from
+# its multiplies. cuDNN's kernel (its grid of 104 blocks of 384 threads says so) gives the copies a
+# warp of their own, a *producer*, and the multiplies two warpgroups, *consumers* of 64 rows each
+# that share one block of filters. The halo kernel's "specialised" schedule does the same with
+# Gluon's `warp_specialize`: a producer warp keeps a ring of four stages full and two consumer
+# warpgroups compute a 128 x 64 tile. On the H100 it ran the layer at 1.09 of cuDNN's speed, where
+# the plain schedule's best ran at 0.91
+# (`docs/results/h100-2026-12-06-gpu-run-74-halo-specialised.log`). Lesson 04's last section takes
+# the same step for FlashAttention.
+#
 # Depthwise layers are won on bytes too. Exercise 3's kernel loads each input pixel once for
 # each of the up to nine taps that read it, and the output rows above and below belong to other
 # programs, so the SMs read the input from L2 several times over: at MobileNetV2's 56x56 layer it
