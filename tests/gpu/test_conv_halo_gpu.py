@@ -40,16 +40,23 @@ def _error(y, x, w, padding):
     return ((y.float() - expected).norm() / expected.norm()).item()
 
 
+def _options_that_fit(row, w) -> dict:
+    """The configuration ``row`` as a dict; the test skips where its ring does not fit this
+    GPU's shared memory with w's taps along the halo axis (the tuner's prune skips it too)."""
+    options = dict(zip(conv_halo.HALO_CONV_NAMES, row))
+    taps = w.shape[2] if options["ORDER"][0] == "h" else w.shape[3]
+    if conv_halo.halo_shared_bytes(options, taps, 2) > tune.Resources.of_gpu().shared_bytes:
+        pytest.skip(f"{row} needs more shared memory than this GPU has with {taps} taps "
+                    "(the tuner's prune skips it)")
+    return options
+
+
 @pytest.mark.parametrize("config", conv_halo.HALO_CONV_CONFIGS, ids=str)
 @pytest.mark.parametrize("layer", LAYERS, ids=str)
 def test_every_configuration_matches_pytorch(layer, config):
     x, w, padding, y = _layer(layer, torch.float16)
     assert conv_halo.halo_conv_problem(x, w, 1, padding, 1) == ""
-    options = dict(zip(conv_halo.HALO_CONV_NAMES, config))
-    taps = w.shape[2] if options["ORDER"][0] == "h" else w.shape[3]
-    if conv_halo.halo_shared_bytes(options, taps, 2) > tune.Resources.of_gpu().shared_bytes:
-        pytest.skip(f"{config} needs more shared memory than this GPU has with {taps} taps "
-                    "(the tuner's prune skips it)")
+    options = _options_that_fit(config, w)
     conv_halo.launch_halo_conv2d(x, w, y, 1, padding, 1, options)
     assert _error(y, x, w, padding) < 2e-3
 
@@ -59,7 +66,7 @@ def test_every_configuration_matches_pytorch(layer, config):
 @pytest.mark.parametrize("layer", LAYERS[:4], ids=str)
 def test_bfloat16(layer, row):
     x, w, padding, y = _layer(layer, torch.bfloat16)
-    config = dict(zip(conv_halo.HALO_CONV_NAMES, row))
+    config = _options_that_fit(row, w)
     conv_halo.launch_halo_conv2d(x, w, y, 1, padding, 1, config)
     assert _error(y, x, w, padding) < 1e-2
 
