@@ -2,8 +2,8 @@
 #   make lab      the course in JupyterLab (127.0.0.1, token auth), lesson 00 open
 #   make instructor  JupyterLab at the course root with nbgrader's formgrader (instructors)
 #   make test     the whole test suite (GPU tests skip with a reason without a GPU), a class on a
-#                 real JupyterHub end to end included; the files marked `compute` (kernels run in
-#                 the test's own process) in a second pytest beside the rest, at low priority
+#                 real JupyterHub end to end included; the files marked `beside` (no folder, port
+#                 or file shared, no short time limit) in a second pytest at low priority
 #   make test-hub  that JupyterHub test alone (tests/browser/test_jupyterhub.py)
 #   make grade    grade your own notebook:  make grade LESSON=00_getting_started
 #                 one exercise of it:  make grade LESSON=04_flash_attention EXERCISE=test_softmax_correct
@@ -93,12 +93,12 @@ $(BIN)/.hub: $(BIN)/.installed
 test: $(BIN)/.installed $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.lint $(BIN)/.cluster $(BIN)/.hub
 	$(BIN)/python -m ruff check tilegym_edu tests benchmarks solutions
 	@mkdir -p build
-	@nice -n 19 $(BIN)/python -m pytest -m compute -p no:cacheprovider > build/test-compute.log 2>&1 & \
-	compute=$$!; trap 'kill $$compute 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -m "not compute"; rest=$$?; \
-	wait $$compute; status=$$?; \
-	echo "== pytest -m compute, run beside the rest (build/test-compute.log):"; \
-	if [ $$status -eq 0 ]; then tail -n 3 build/test-compute.log; else cat build/test-compute.log; fi; \
+	@nice -n 19 $(BIN)/python -m pytest -m beside -p no:cacheprovider > build/test-beside.log 2>&1 & \
+	beside=$$!; trap 'kill $$beside 2>/dev/null' INT TERM; \
+	$(BIN)/python -m pytest -m "not beside"; rest=$$?; \
+	wait $$beside; status=$$?; \
+	echo "== pytest -m beside, run beside the rest (build/test-beside.log):"; \
+	if [ $$status -eq 0 ]; then tail -n 3 build/test-beside.log; else cat build/test-beside.log; fi; \
 	[ $$rest -eq 0 ] && [ $$status -eq 0 ]
 
 test-hub: $(BIN)/.browser $(BIN)/.sandbox $(BIN)/.hub

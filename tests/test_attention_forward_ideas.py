@@ -15,7 +15,7 @@ import triton.language as tl
 
 from tilegym_edu import device
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 

@@ -21,7 +21,7 @@ from tests.attacks import ATTACKS
 from tests.conftest import REPO
 from tilegym_edu import audit, submission, write_guard
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 LESSONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 #: (lesson, learner function) of every graded kernel exercise

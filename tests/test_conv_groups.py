@@ -11,7 +11,7 @@ from tilegym_edu.reference import conv_groups
 from tilegym_edu.reference.convolution import conv_problem
 from tilegym_edu.tune import Config, Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL_PACKED = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
 SMALL_DEPTHWISE = dict(BLOCK_M=16, BLOCK_C=16, num_warps=4, num_stages=1)

@@ -13,7 +13,7 @@ from tests.test_conv_groups import inputs
 from tilegym_edu import tune
 from tilegym_edu.reference import conv_halo, conv_persistent
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 H200 = tune.Resources(shared_bytes=232448)
 

@@ -7,7 +7,7 @@ import torch
 from tilegym_edu import tune
 from tilegym_edu.reference import conv_hopper, conv_persistent
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 @pytest.mark.parametrize("N, P, Q, block_m, box", [

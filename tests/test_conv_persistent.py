@@ -11,7 +11,7 @@ from tilegym_edu import grading
 from tilegym_edu.reference import conv_persistent, conv_split_k
 from tilegym_edu.tune import Config, Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, FLATTEN=True, num_warps=4,
              num_stages=1)

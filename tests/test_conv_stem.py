@@ -10,7 +10,7 @@ from tilegym_edu import grading
 from tilegym_edu.reference import conv_stem
 from tilegym_edu.tune import Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = dict(BLOCK_M=32, BLOCK_N=16, GROUP_M=2, num_warps=4, num_stages=1)
 

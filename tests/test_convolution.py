@@ -8,7 +8,7 @@ from tilegym_edu.reference import convolution as conv
 from tilegym_edu.reference.pipelined import matmul_prune
 from tilegym_edu.tune import Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 GEOMETRIES = [  # (N, C, H, W, K, R, S, stride, padding, dilation)
     (2, 3, 7, 9, 4, 3, 3, 1, 1, 1), (1, 5, 8, 5, 2, 1, 1, 1, 0, 1),

@@ -4,7 +4,7 @@ import torch
 
 from tilegym_edu.reference import counters
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 def test_the_same_zeroed_counters_come_back_until_more_blocks_are_asked_for():

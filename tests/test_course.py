@@ -14,6 +14,8 @@ import pytest
 from tilegym_edu import autograde, build, cli, course, grade_report
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.beside
+
 ALL_NOTEBOOKS = sorted(REPO.glob("solutions/*/*.ipynb")) + sorted(REPO.glob("notebooks/*/*.ipynb"))
 
 

@@ -12,7 +12,7 @@ from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import flash, flash_backward
 from tilegym_edu.tune import Config, Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 SMALL_BACKWARD = {"dkdv": SMALL, "dq": SMALL}

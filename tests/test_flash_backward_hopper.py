@@ -8,7 +8,7 @@ import torch
 from tilegym_edu.reference import flash, flash_backward, flash_backward_hopper, flash_hopper
 from tilegym_edu.tune import Config, KernelGroup
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 def tensors(shape, dtype=torch.float16):

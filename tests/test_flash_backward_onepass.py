@@ -10,7 +10,7 @@ from tilegym_edu.reference import flash_backward_onepass as onepass
 from tilegym_edu import tune
 from tilegym_edu.tune import Config, KernelGroup
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 ONEPASS = Config(PATH="onepass", **onepass.ONEPASS_SPACE.default)

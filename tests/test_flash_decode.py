@@ -10,7 +10,7 @@ from tests.test_flash import make_inputs, shape_id
 from tilegym_edu.reference import counters, flash, flash_decode
 from tilegym_edu.tune import Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 CASES = [  # (shape (batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, SPLITS)
     ((1, 4, 1, 1, 100, 32), True, 4),      # a decoding step, multi-query, 4 ranges of 32 keys

@@ -9,7 +9,7 @@ from tests.test_flash import make_inputs
 from tilegym_edu.reference import flash, flash_hopper, tile_schedule
 from tilegym_edu.tune import Config
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = Config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 

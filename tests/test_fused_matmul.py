@@ -9,7 +9,7 @@ from tilegym_edu import check, grading
 from tilegym_edu.reference import fused_matmul, llama, llama_kernels
 from tilegym_edu.reference.llama import CPU_CONFIG, TORCH_OPS, Llama
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, EPILOGUE_SPLIT=2, FLATTEN=False,
              num_warps=4, num_stages=2)

@@ -10,6 +10,8 @@ from tests.test_classroom import HAS_BWRAP, submit, tiny_lesson
 from tilegym_edu import classroom, handed_in
 from tilegym_edu.course import CourseError
 
+pytestmark = pytest.mark.beside
+
 
 def test_a_regular_file_is_read_and_a_missing_one_is_none(tmp_path):
     (tmp_path / "a.ipynb").write_bytes(b"{}")

@@ -9,7 +9,7 @@ import triton.language as tl
 from tests.kernels import triton_double
 from tilegym_edu import kernel_bounds
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 @pytest.fixture(autouse=True)

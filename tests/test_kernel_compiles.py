@@ -12,7 +12,7 @@ from triton.runtime import interpreter
 
 from tilegym_edu import kernel_bounds, kernel_compiles, traffic
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 @triton.jit

@@ -9,7 +9,7 @@ from tilegym_edu import check, grading
 from tilegym_edu.reference import llama, llama_kernels, llama_profile
 from tilegym_edu.reference.llama import CPU_CONFIG, GPU_CONFIG, TORCH_OPS, Llama, Ops
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 def tokens(batch, seq, seed=0, cfg=CPU_CONFIG):

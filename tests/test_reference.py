@@ -9,7 +9,7 @@ from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import attention, convolution, llama, llama_kernels, matmul, pipelined
 from tilegym_edu.tune import Config
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SHAPES = [(1, 1, 1), (5, 3, 7), (2, 6, 70), (8, 1, 40)]  # few programs: 20 seeds each
 

@@ -8,7 +8,7 @@ import torch
 from tilegym_edu.reference import counters, skinny, split_k
 from tilegym_edu.tune import Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 CASES = [  # (M, K, N, BLOCK_N, BLOCK_K, SPLIT_K)
     (1, 100, 70, 32, 32, 3),       # K in 3 ranges of 64, 32 and 4: the last one short

@@ -8,7 +8,7 @@ from tilegym_edu.check import check, random_tensor
 from tilegym_edu.reference import split_k
 from tilegym_edu.tune import Config, Resources
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 SMALL = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
 

@@ -12,6 +12,8 @@ from traitlets.config import Config
 from tilegym_edu import build, course
 from tilegym_edu.stock import PrepareSubmission
 
+pytestmark = pytest.mark.beside
+
 LESSON = "00_getting_started"
 #: the lesson's graded cells and their points; test_silu_mul_bandwidth needs a GPU
 POINTS = {"test_silu_mul_correct": 4, "test_bytes": 2, "test_silu_mul_bandwidth": 2}

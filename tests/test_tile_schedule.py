@@ -8,7 +8,7 @@ import torch
 
 from tilegym_edu.reference import tile_schedule
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 #: (n_bh, seq_q, seq_k, block_m, block_n, causal, programs)
 PROBLEMS = [(128, 2048, 2048, 128, 128, True, 132),    # B8 H16 S2048 causal, tiles of 128

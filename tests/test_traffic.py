@@ -12,7 +12,7 @@ from tilegym_edu import compat
 from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
 from tilegym_edu.traffic import Traffic, count_traffic
 
-pytestmark = pytest.mark.compute
+pytestmark = pytest.mark.beside
 
 
 def test_an_elementwise_kernel_loads_and_stores_each_element_once():

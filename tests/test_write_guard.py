@@ -13,6 +13,8 @@ from tests.test_structure import by_id, cell, hand_in, lesson
 from tilegym_edu import api_names, autograde, write_guard
 from tilegym_edu.grading import SubmissionRefused
 
+pytestmark = pytest.mark.beside
+
 
 def run_learner_cell(source: str, namespace: dict | None = None) -> dict:
     """``source`` run as a graded notebook runs a learner's cell (marked, rewritten), in
