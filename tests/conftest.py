@@ -64,6 +64,13 @@ def lesson_grading(tmp_path_factory):
         pool.shutdown()
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests that read the lesson grading pool's reports (lesson_reports) last, in their
+    order: the pool grades from the first test outside tests/browser on, and every other test
+    runs while it does, instead of waiting behind a test that waits for it."""
+    items.sort(key=lambda item: "lesson_reports" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def session_grades_lessons(request) -> bool:
     """Whether a test of this session reads the lesson grading pool."""
