@@ -24,8 +24,8 @@ box of TAILP (the next power of two >= R - 1) rows right behind them.
 Two schedules (a configuration's SCHEDULE). "one" (halo_conv_kernel): the program's warps both
 issue the copies and multiply, so a copy waits for the warpgroup to come back from its
 multiplies. "specialised" (halo_ws_conv_kernel): a producer warp keeps the ring full while one
-or two consumer warpgroups multiply, each 64 rows of the tile, as cuDNN's kernel for N32 C512
-7² does (Nsight Compute, docs/results/h200.md, 2026-12-06). There, 128 x 64 tiles of two
+or two consumer warpgroups multiply, each its share of the tile's rows, as cuDNN's kernel for
+N32 C512 7² does (Nsight Compute, docs/results/h200.md, 2026-12-06). There, 128 x 64 tiles of two
 consumers and a 4-stage ring ran at 1.09x cuDNN on an H100 where the best "one" tiles, 64 x
 64 two programs an SM, ran at 0.91x (run 74).
 
@@ -214,9 +214,9 @@ def halo_ws_conv_kernel(x_desc, xt_desc, w_desc, y_desc, D0, D1, D2, C, K, PAD0,
                         num_warps: gl.constexpr):
     """halo_conv_kernel's tile and ring, warp-specialised: a producer warp issues every step's
     copies as soon as its slot is free, and CONSUMERS warpgroups (1 or 2; the first is the
-    launch's num_warps = 4) each multiply 64 of the tile's rows, so the loads of the next
-    steps never wait behind a warpgroup's multiplies. Arguments as halo_conv_kernel's, y_desc
-    in (1, B0 / CONSUMERS, B1, B2, BLOCK_N) boxes."""
+    launch's num_warps = 4) each multiply B0·B1·B2 / CONSUMERS of the tile's rows, so the loads
+    of the next steps never wait behind a warpgroup's multiplies. Arguments as
+    halo_conv_kernel's, y_desc in (1, B0 / CONSUMERS, B1, B2, BLOCK_N) boxes."""
     BLOCK_M: gl.constexpr = B0 * B1 * B2
     CH: gl.constexpr = B1 * B2
     NCH: gl.constexpr = B0 + TAILP
