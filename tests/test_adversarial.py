@@ -126,7 +126,7 @@ EXERCISES = [
 SHORTCUTS = [Adversary("library_shortcut", None, SHORTCUT),
              Adversary("reference_kernel", None, REFERENCE)]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 
 def wrong_version(exercise: Exercise, adversary: Adversary) -> Callable:
