@@ -75,6 +75,21 @@ def test_a_kernel_that_dies_costs_only_its_cell(tmp_path, unaudited):
     assert "the kernel died" in results["test_boom_again"].reason
 
 
+def test_a_setup_cell_that_fails_leaves_the_rest_not_run_and_says_why(tmp_path, monkeypatch):
+    """The grader's setup cell (the prepared notebook's first) failing, here because the
+    grading kernel inherits a TILEGYM_MODE tilegym_edu refuses: every test cell after it loses
+    its points with the setup's error as the reason, not a NameError of the grader's own."""
+    root = tmp_path / "course"
+    nb = lesson(root, [cell("def double(x):\n    return 2 * x", "double"),
+                       cell("assert double(21) == 42", "test_double", 2)])
+    monkeypatch.setenv("TILEGYM_MODE", "bogus")
+    report = autograde.grade("tiny", hand_in(tmp_path / "in", nb), root=root, student="setup")
+    result = by_id(report)["test_double"]
+    assert result.points == 0
+    assert "the grader's setup cell failed (ValueError:" in result.reason, result.reason
+    assert "'bogus'" in result.reason and "__tilegym_kept__" not in result.reason
+
+
 def test_a_cell_that_swallows_the_interrupt_is_stopped_and_the_rest_is_graded(tmp_path, unaudited,
                                                                               monkeypatch):
     root = tmp_path / "course"

@@ -157,6 +157,8 @@ class ResilientExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
             self._run_epilogue(cell, index)
+            if failed := self._setup_failure(cell, index):
+                self._given_up = f"not run: the grader's setup cell failed ({failed})"
         except DeadKernelError:
             code = self._exit_code()
             what = exit_description(code)
@@ -175,6 +177,16 @@ class ResilientExecute(Execute):
         cell.metadata.setdefault(submission.META, {})["seconds"] = round(
             time.monotonic() - start, 2)
         return cell, resources
+
+    def _setup_failure(self, cell, index: int) -> str:
+        """"ename: evalue" of the error ``cell`` ended with where it is the grader's setup cell
+        of a prepared notebook (index 0, followed by the keeper of _lesson_data_checks), else
+        "". Without the keeper no test cell's check can run, so the rest is not run: a test
+        cell would otherwise fail with a NameError that says nothing of the cause."""
+        if index != 0 or 0 not in self._epilogues:
+            return ""
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        return f"{errors[0].get('ename')}: {errors[0].get('evalue')}" if errors else ""
 
     def _run_epilogue(self, cell, index: int) -> None:
         """Run the grader's code that follows cell ``index`` (:func:`_lesson_data_epilogues`)
@@ -225,6 +237,10 @@ class ResilientExecute(Execute):
                     replayed.source = self._sources.get(i, replayed.source)
                     self.execute_cell(replayed, i, store_history=False)
                     self._run_epilogue(replayed, i)
+                    if failed := self._setup_failure(replayed, i):
+                        self._given_up = ("not run: the grader's setup cell failed when it "
+                                          f"was run again in a fresh kernel ({failed})")
+                        break
         except (DeadKernelError, CellTimeoutError):
             self._given_up = ("not run: the kernel died again while the cells before this one "
                               "were replayed")
