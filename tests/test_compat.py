@@ -6,7 +6,9 @@ import sys
 import pytest
 import torch
 
-from tilegym_edu import compat
+from tilegym_edu import compat  # first: picks the interpreter without a GPU
+import triton  # noqa: E402, I001
+import triton.language as tl  # noqa: E402
 from tilegym_edu.compat import Problem
 
 NUMPY_BREAK = ("Traceback (most recent call last):\n  ...\n"
@@ -117,3 +119,49 @@ def test_missing_nvcc_is_a_problem_only_with_a_gpu(monkeypatch):
     assert problem and "nvcc" in problem.summary and "CUDA_HOME" in problem.fix
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/usr/local/cuda")
     assert compat.cuda_compiler_problem() is None
+
+
+@triton.jit
+def _plus_one(x):
+    return x + 1
+
+
+@triton.jit
+def _add_in_steps_kernel(x_ptr, out_ptr, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    for _ in tl.static_range(STEPS):
+        x = _plus_one(x)
+    tl.store(out_ptr + offsets, x)
+
+
+def _swaps_in_a_launch(monkeypatch, steps: int) -> int:
+    """How many times a launch of _add_in_steps_kernel (``steps`` helper calls) swapped a
+    module's functions for the interpreter's (Triton's _patch_builtin), checking its output."""
+    from triton.runtime import interpreter
+    calls = []
+    swap = interpreter._patch_builtin
+    monkeypatch.setattr(interpreter, "_patch_builtin", lambda *a: calls.append(a) or swap(*a))
+    x, out = torch.arange(8, dtype=torch.float32), torch.empty(8)
+    _add_in_steps_kernel[(1,)](x, out, STEPS=steps, BLOCK=8)
+    assert torch.equal(out, x + steps)
+    return len(calls)
+
+
+def test_a_launch_patches_triton_language_once_however_often_it_calls_a_helper(monkeypatch):
+    compat.patch_interpreter()
+    assert _swaps_in_a_launch(monkeypatch, 12) == _swaps_in_a_launch(monkeypatch, 0) > 0
+
+
+def test_each_launch_patches_again_and_leaves_triton_language_as_it_found_it():
+    compat.patch_interpreter()
+    tracked = [tl.core.tensor, tl.core, tl.math, tl]
+    before = [dict(vars(obj)) for obj in tracked]
+    x, out = torch.arange(8, dtype=torch.float32), torch.empty(8)
+    for steps in (3, 5):      # the second launch must swap again after the first put them back
+        _add_in_steps_kernel[(1,)](x, out, STEPS=steps, BLOCK=8)
+        assert torch.equal(out, x + steps)
+    for obj, old in zip(tracked, before):
+        new = vars(obj)
+        changed = [k for k in set(old) | set(new) if old.get(k, None) is not new.get(k, None)]
+        assert not changed, f"{getattr(obj, '__name__', obj)}: {changed[:5]}"

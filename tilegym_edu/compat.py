@@ -46,23 +46,64 @@ class Problem:
 
 
 def patch_interpreter() -> None:
-    """Work around the numpy >= 2.4 break of Triton < 3.9's interpreter, in this process.
+    """Two changes to Triton's interpreter, in this process (each made once):
 
-    Those interpreters turn a kernel's run-time integers into Python ints with
-    ``int(array_of_one_element)``, which numpy 2.4 forbids; Triton 3.9 squeezes the array first.
-    This applies the same fix to older versions (a no-op where it is not needed).
+    * Work around the numpy >= 2.4 break of Triton < 3.9's interpreter. Those interpreters
+      turn a kernel's run-time integers into Python ints with ``int(array_of_one_element)``,
+      which numpy 2.4 forbids; Triton 3.9 squeezes the array first. This applies the same fix
+      to older versions (a no-op where it is not needed).
+    * Patch ``triton.language`` once per launch (_patch_language_once), not again at every
+      call of a ``@triton.jit`` helper inside it.
     """
     import triton.runtime.interpreter as interp
     original = getattr(interp, "_patch_lang_tensor", None)
-    if original is None or getattr(original, "tilegym_patched", False):
+    if original is not None and not getattr(original, "tilegym_patched", False):
+        def patch_lang_tensor(tensor, scope):
+            original(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+        patch_lang_tensor.tilegym_patched = True
+        interp._patch_lang_tensor = patch_lang_tensor
+    _patch_language_once(interp)
+
+
+def _patch_language_once(interp) -> None:
+    """Triton's interpreter swaps ``triton.language``'s functions for interpreted ones when a
+    launch starts (and puts them back when it ends), and again, never undone, at every call of
+    a ``@triton.jit`` helper inside the kernel: about 0.3 ms a call, which found nothing left
+    to swap where the launch had swapped it already. Lesson 04's traffic check calls its helper
+    50,000 times: 22 s, 17 s without the second swaps (2026-12-06, Triton 3.9, this machine's
+    CPU). Here a call swaps only the modules (``triton.language``, ``triton.language.core``)
+    its function sees that no earlier call of the launch swapped; the launch's own put-back
+    ends that record. A no-op where the interpreter has no ``_patch_lang`` returning a
+    ``_LangPatchScope`` (Triton 3.4 has none)."""
+    original = getattr(interp, "_patch_lang", None)
+    if (original is None or getattr(original, "tilegym_patched", False)
+            or not hasattr(interp, "_LangPatchScope")):
         return
+    import inspect
 
-    def patch_lang_tensor(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    import triton.language as tl
+    swapped: set[int] = set()       # id() of the language modules swapped and not yet put back
 
-    patch_lang_tensor.tilegym_patched = True
-    interp._patch_lang_tensor = patch_lang_tensor
+    def patch_lang(fn):
+        modules = {id(value) for value in fn.__globals__.values()
+                   if inspect.ismodule(value) and value in (tl, tl.core)}
+        if modules and modules <= swapped:
+            return interp._LangPatchScope()        # nothing swapped, so nothing to put back
+        scope = original(fn)
+        swapped.update(modules)
+        put_back = scope.restore
+
+        def restore():
+            swapped.clear()
+            put_back()
+
+        scope.restore = restore
+        return scope
+
+    patch_lang.tilegym_patched = True
+    interp._patch_lang = patch_lang
 
 
 def _versions() -> dict[str, str]:
