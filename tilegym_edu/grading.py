@@ -26,11 +26,12 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes
 
 from tilegym_edu import bench, device, figures, lesson_data, traffic
 from tilegym_edu.check import (Case, check, compare_output, explain, generator_on,
                                tensors_in, to_reference)
+from tilegym_edu.dispatch_mode import DispatchMode
 
 
 class NeedsGPU(Exception):
@@ -66,7 +67,7 @@ _guard_depth = 0  # >0 while a graded call runs
 GRADING_ENV = "TILEGYM_GRADING"
 
 
-class _ShortcutGuard(TorchDispatchMode):
+class _ShortcutGuard(DispatchMode):
     """Raises on any PyTorch operation outside ALLOWED_OPS (plus ``allow``); with ``poison``,
     NaN-fills every floating-point tensor allocated uninitialised, so unwritten output
     elements show."""
@@ -91,7 +92,7 @@ class _ShortcutGuard(TorchDispatchMode):
         return out
 
 
-class HeldMemory(TorchDispatchMode):
+class HeldMemory(DispatchMode):
     """While active, tracks the tensor storage created by PyTorch operations and
     :meth:`held_bytes` says how much of it is still alive (a storage once, however many views
     hold it): what the code running inside holds at that moment, in bytes. Reading tensor

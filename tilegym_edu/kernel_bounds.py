@@ -27,9 +27,9 @@ import types
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilegym_edu import kernel_compiles
+from tilegym_edu.dispatch_mode import DispatchMode
 
 
 class OutOfBounds(Exception):
@@ -79,7 +79,7 @@ def _refused(value, constexpr: bool) -> str:
     return f"a {type(value).__name__}"
 
 
-class _NoTorch(TorchDispatchMode):
+class _NoTorch(DispatchMode):
     """Entered while an interpreted launch's programs run: any PyTorch operation raises."""
 
     def __init__(self, kernel: str):

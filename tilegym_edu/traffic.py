@@ -31,11 +31,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from triton.runtime import interpreter
 from triton.runtime.jit import JITFunction
 
 from tilegym_edu import compat, kernel_bounds
+from tilegym_edu.dispatch_mode import DispatchMode
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def torch_op_bytes(func, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]
     return read, written
 
 
-class _TorchTraffic(TorchDispatchMode):
+class _TorchTraffic(DispatchMode):
     """Adds what PyTorch operations outside the interpreter's kernels read and write to a
     counter (torch_op_bytes)."""
 
