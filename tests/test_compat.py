@@ -165,3 +165,19 @@ def test_each_launch_patches_again_and_leaves_triton_language_as_it_found_it():
         new = vars(obj)
         changed = [k for k in set(old) | set(new) if old.get(k, None) is not new.get(k, None)]
         assert not changed, f"{getattr(obj, '__name__', obj)}: {changed[:5]}"
+
+
+def test_a_copied_ast_node_shares_its_context_whatever_hangs_on_it():
+    """IPython's tracebacks (the executing package) hang a `parent` on the parser's shared
+    contexts; a copy of a Name must not copy the tree behind it (Triton copies the target of
+    every `+=` it compiles)."""
+    import ast
+    import copy
+    compat.keep_ast_contexts_out_of_copies()
+    tree = ast.parse("def f(x):\n    y = x\n    y += 1\n    del y\n    return x")
+    for context in (ast.Load(), ast.Store(), ast.Del()):
+        context.parent = tree
+        name = ast.Name("y", context)
+        copied = copy.deepcopy(name)
+        assert copied is not name and copied.id == "y" and copied.ctx is context
+    assert ast.unparse(copy.deepcopy(tree)) == ast.unparse(tree)

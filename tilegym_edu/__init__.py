@@ -14,5 +14,8 @@ import sys
 sys.modules.setdefault("rfc3987_syntax", None)
 
 from tilegym_edu import device  # noqa: E402,F401  (decides the mode before triton is imported)
+from tilegym_edu.compat import keep_ast_contexts_out_of_copies  # noqa: E402
+
+keep_ast_contexts_out_of_copies()   # Triton's compiles stay fast after a traceback in Jupyter
 
 __version__ = "0.1.0"
