@@ -58,10 +58,11 @@ def kv_path(request, monkeypatch):
                                                    num_stages=1)], ids=str)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_forward_matches_float64_on_every_shape(causal, config, kv_path):
-    """Also with key blocks wider than query blocks, which lesson 04's kernel cannot take."""
+    """Also with key blocks wider than query blocks, which lesson 04's kernel cannot take. One
+    seed: the shapes, not the values, are what a block's bounds get wrong."""
     results = check(lambda q, k, v: flash.flash_forward(q, k, v, causal, config=config)[0],
                     lambda q, k, v: flash.attention_reference(q, k, v, causal),
-                    make_inputs, cases(), seeds=range(2))
+                    make_inputs, cases(), seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
@@ -181,13 +182,17 @@ def stream_path(request, monkeypatch):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_backward_matches_float64_on_every_shape(causal, configs, stream_path):
     """Blocks of one size, and the resident block twice the streamed one (as on a GPU), so
-    that the causal start of each loop falls inside a block and on a block's edge."""
+    that the causal start of each loop falls inside a block and on a block's edge. Both dtypes
+    with blocks of one size; the wider blocks' edges, in float16 alone (the dtype changes no
+    bound: every load and cast is the same code at either size)."""
     def ours(q, k, v):
         return flash_backward.attention(q, k, v, causal, forward_config=SMALL,
                                         backward_configs=configs)
     results = check(gradients(ours),
                     gradients(lambda q, k, v: flash.attention_reference(q, k, v, causal)),
-                    make_backward_inputs, cases(), seeds=(0,))
+                    make_backward_inputs,
+                    cases() if configs is SMALL_BACKWARD else cases((torch.float16,)),
+                    seeds=(0,))
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, failed[:3]
 
