@@ -183,7 +183,7 @@ FORBIDDEN_MODULE_PARTS = frozenset({
     "tilegym_edu.figures", "tilegym_edu.feedback", "tilegym_edu.includes", "tilegym_edu.percent",
     "tilegym_edu.compat", "tilegym_edu.cutile_check", "tilegym_edu.wheelhouse", "tilegym_edu.hub",
     "tilegym_edu.write_guard", "tilegym_edu.api_names", "tilegym_edu.handed_in",
-    "tilegym_edu.kernel_bounds", "tilegym_edu.kernel_compiles",
+    "tilegym_edu.kernel_bounds", "tilegym_edu.kernel_compiles", "tilegym_edu.dispatch_mode",
     "tilegym_edu.lesson_data",
 })
 
