@@ -89,6 +89,15 @@ def affected_exercises(lesson: str, wrong: Submission) -> list[str]:
     return affected
 
 
+def graded_here(lesson: str, wrong: Submission) -> list[str]:
+    """The cells ``wrong`` is graded on in interpreter mode: its affected_exercises, or of
+    them only its ``interpreter_cells`` where it names some (on a GPU, tests/gpu grades every
+    affected cell)."""
+    affected = affected_exercises(lesson, wrong)
+    return [e for e in affected if e in wrong.interpreter_cells] if wrong.interpreter_cells \
+        else affected
+
+
 def lesson_points(lesson: str) -> dict[str, float]:
     """{grade id: points} of the lesson's graded cells, in order, from the notebook itself."""
     return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
@@ -150,8 +159,8 @@ def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_
                     prefix: str) -> list[tuple[list[Submission], Path, str, list[str]]]:
     """The gradings that cover ``submissions`` of ``lesson``: per packed group, (its members,
     the folder of one notebook with every member's edits made on the solution at ``root``, a
-    student id ``prefix`` + the first member's name, the exercises to grade: those the
-    members' edits can reach, by affected_exercises, in the lesson's order)."""
+    student id ``prefix`` + the first member's name, the exercises to grade: the members'
+    graded_here, in the lesson's order)."""
     solution = root / "solutions" / lesson / f"{lesson}.ipynb"
     gradings = []
     for members in packed(lesson, submissions):
@@ -159,7 +168,7 @@ def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_
                               {k: v for m in members for k, v in m.edits.items()})
         folder = together.write(solution, tmp_path_factory.mktemp(f"{prefix}{members[0].name}"))
         exercises = [e for e in lesson_points(lesson)
-                     if any(e in affected_exercises(lesson, m) for m in members)]
+                     if any(e in graded_here(lesson, m) for m in members)]
         gradings.append((members, folder, f"{prefix}{members[0].name}", exercises))
     return gradings
 

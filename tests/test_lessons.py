@@ -8,7 +8,7 @@ import pytest
 
 from tests.lesson_checks import (LESSONS, affected_exercises, assert_full_marks_but_gpu,
                                  assert_loses_exactly, gpu_only, gpu_submissions_of, grade_blank,
-                                 lesson_points, solution_notebook, submissions_of)
+                                 graded_here, lesson_points, solution_notebook, submissions_of)
 
 CASES = [(lesson, s) for lesson in LESSONS for s in submissions_of(lesson)]
 
@@ -24,11 +24,12 @@ def test_solution_earns_every_point_but_the_gpu_ones(lesson, lesson_reports):
 @pytest.mark.parametrize("lesson, submission", CASES,
                          ids=[f"{lesson[:2]}:{s.name}" for lesson, s in CASES])
 def test_wrong_submission_loses_exactly_its_points(lesson, submission, lesson_reports):
-    """Graded on the cells its edits can reach (the others run the solution's own code),
-    packed with submissions whose edits reach other cells (tests/lesson_checks.py)."""
+    """Graded on the cells its edits can reach (the others run the solution's own code; of
+    those, its interpreter_cells where it names some), packed with submissions whose edits
+    reach other cells (tests/lesson_checks.py)."""
     reports = lesson_reports(lesson)
     assert_loses_exactly(reports["solution"], reports[submission.name], submission,
-                         only=affected_exercises(lesson, submission))
+                         only=graded_here(lesson, submission))
 
 
 @pytest.mark.slow
@@ -47,7 +48,7 @@ def test_gpu_submissions_apply_and_lose_only_gpu_cells_beyond_their_own(lesson, 
     its own ``loses`` needs a GPU; every cell it may lose there is one its edits reach (the GPU
     tests grade only those); and one graded there alone (not one of SUBMISSIONS, graded here:
     lesson 01's CUDA C kernels) loses only cells that need a GPU."""
-    graded_here = {s.name: s for s in submissions_of(lesson)}
+    on_cpu = {s.name: s for s in submissions_of(lesson)}
     for case in gpu_submissions_of(lesson):
         submission = case.submission
         folder = submission.write(solution_notebook(lesson), tmp_path / submission.name)
@@ -55,7 +56,20 @@ def test_gpu_submissions_apply_and_lose_only_gpu_cells_beyond_their_own(lesson, 
         assert set(case.also_loses) | set(case.may_lose) <= gpu_only(lesson), case
         reached = set(affected_exercises(lesson, submission))
         assert {*submission.loses, *case.also_loses, *case.may_lose} <= reached, case
-        if submission.name in graded_here:
-            assert graded_here[submission.name] is submission
+        if submission.name in on_cpu:
+            assert on_cpu[submission.name] is submission
         else:
             assert set(submission.loses) <= gpu_only(lesson), submission
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_submission_graded_on_some_cells_here_is_graded_on_every_cell_on_a_gpu(lesson):
+    """A known-wrong submission whose interpreter_cells leave some of the cells its edits reach
+    ungraded here loses its own cells among them, and is one of the lesson's GPU_SUBMISSIONS,
+    whose test grades every cell it reaches."""
+    on_gpu = {case.submission.name for case in gpu_submissions_of(lesson)}
+    for submission in submissions_of(lesson):
+        if submission.interpreter_cells:
+            affected = set(affected_exercises(lesson, submission))
+            assert set(submission.loses) <= set(submission.interpreter_cells) <= affected
+            assert submission.name in on_gpu, submission.name

@@ -20,6 +20,10 @@ class Submission:
     #: grade_id (one of ``loses``) -> more phrases that cell's reason must contain: the failing
     #: case it names
     details: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: where not empty, the only cells graded in interpreter mode (those of ``loses`` among
+    #: them): a kernel that takes minutes in the interpreter on the other cells its edits
+    #: reach, which its OnGpu entry in GPU_SUBMISSIONS grades on a GPU
+    interpreter_cells: tuple[str, ...] = ()
 
     def write(self, solution: Path, folder: Path) -> Path:
         """Write this submission of ``solution`` into ``folder``; return the folder."""
