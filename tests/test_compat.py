@@ -5,10 +5,11 @@ import sys
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
-from tilegym_edu import compat  # first: picks the interpreter without a GPU
-import triton  # noqa: E402, I001
-import triton.language as tl  # noqa: E402
+from tests.kernels import language_changes, language_snapshot
+from tilegym_edu import compat
 from tilegym_edu.compat import Problem
 
 NUMPY_BREAK = ("Traceback (most recent call last):\n  ...\n"
@@ -155,16 +156,12 @@ def test_a_launch_patches_triton_language_once_however_often_it_calls_a_helper(m
 
 def test_each_launch_patches_again_and_leaves_triton_language_as_it_found_it():
     compat.patch_interpreter()
-    tracked = [tl.core.tensor, tl.core, tl.math, tl]
-    before = [dict(vars(obj)) for obj in tracked]
+    before = language_snapshot()
     x, out = torch.arange(8, dtype=torch.float32), torch.empty(8)
     for steps in (3, 5):      # the second launch must swap again after the first put them back
         _add_in_steps_kernel[(1,)](x, out, STEPS=steps, BLOCK=8)
         assert torch.equal(out, x + steps)
-    for obj, old in zip(tracked, before):
-        new = vars(obj)
-        changed = [k for k in set(old) | set(new) if old.get(k, None) is not new.get(k, None)]
-        assert not changed, f"{getattr(obj, '__name__', obj)}: {changed[:5]}"
+    assert not language_changes(before)
 
 
 def test_a_copied_ast_node_shares_its_context_whatever_hangs_on_it():

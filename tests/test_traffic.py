@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from tests.kernels import double_kernel, triton_double
+from tests.kernels import double_kernel, language_changes, language_snapshot, triton_double
 from tilegym_edu import compat
 from tilegym_edu.reference.matmul import naive_matmul, tiled_matmul
 from tilegym_edu.traffic import Traffic, count_traffic
@@ -91,21 +91,12 @@ def test_patch_interpreter_is_idempotent():
 def test_counting_leaves_triton_language_as_it_found_it():
     """The interpreter patches triton.language while kernels run; on a GPU a leftover patch
     breaks every kernel compiled later, so counting must restore all of it."""
-    import triton.language as tl
-    tracked = [tl.core.tensor, tl.core, tl.math, tl]
-
-    def snapshot():
-        return [dict(vars(obj)) for obj in tracked]
-
-    before = snapshot()
+    before = language_snapshot()
     gpu_kernel = JITFunction(double_kernel.fn)
     x, out = torch.randn(100), torch.empty(100)
     count_traffic(lambda: gpu_kernel[(1,)](x, out, 100, BLOCK=1024))
     count_traffic(naive_matmul, torch.randn(3, 70), torch.randn(70, 2))   # tl.sum, nested calls
-    after = snapshot()
-    for obj, old, new in zip(tracked, before, after):
-        changed = [k for k in set(old) | set(new) if old.get(k, None) is not new.get(k, None)]
-        assert not changed, f"{getattr(obj, '__name__', obj)}: {changed[:5]}"
+    assert not language_changes(before)
 
 
 @triton.jit
