@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -22,6 +22,27 @@ ALL_NOTEBOOKS = sorted(REPO.glob("solutions/*/*.ipynb")) + sorted(REPO.glob("not
 def test_lessons_are_the_folders_of_solutions():
     assert course.lessons(REPO)[0] == "00_getting_started"
     assert all((REPO / "notebooks" / lesson).is_dir() for lesson in course.lessons(REPO))
+
+
+def test_a_new_gradebook_is_stamped_with_the_revision_alembic_names_without_a_process(
+        tmp_path, monkeypatch):
+    """nbgrader stamps each gradebook it creates with its schema's head revision, which it asks
+    `alembic heads` for; course answers the same from alembic's scripts in this process."""
+    from nbgrader import api, dbutil
+    with dbutil._temp_alembic_ini(f"sqlite:///{tmp_path / 'unused.db'}") as ini:
+        heads = subprocess.run([str(Path(sys.executable).parent / "alembic"), "-c", ini, "heads"],
+                               capture_output=True, text=True, check=True).stdout
+    assert heads.split()[:2] == [course.gradebook_schema_revision(), "(head)"]
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a process started: {args}")
+    monkeypatch.setattr(api.sp, "check_output", no_process)
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with api.Gradebook(url):
+        pass
+    with api.Gradebook(url) as gradebook:
+        stamped = gradebook.db.execute(api.text("SELECT version_num FROM alembic_version"))
+        assert [row[0] for row in stamped] == [course.gradebook_schema_revision()]
 
 
 @pytest.mark.parametrize("lesson", course.lessons(REPO))

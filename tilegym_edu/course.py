@@ -11,12 +11,16 @@ grading (:mod:`tilegym_edu.autograde`).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
 from pathlib import Path
 
+import nbgrader.api
+from alembic.script import ScriptDirectory
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader import dbutil
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, GetGrades, OverwriteCells
@@ -30,6 +34,21 @@ from tilegym_edu.stock import PrepareSubmission
 CELL_TIMEOUT_S = 600
 #: the whole notebook
 NOTEBOOK_TIMEOUT_S = 3600
+
+
+@functools.cache
+def gradebook_schema_revision() -> str:
+    """The newest revision of nbgrader's gradebook schema (its alembic scripts' head), which
+    nbgrader stamps into every gradebook it creates: read here, in this process, from the
+    scripts themselves."""
+    return ScriptDirectory(dbutil.ALEMBIC_DIR).get_current_head()
+
+
+# nbgrader asks a subprocess, `alembic heads`, for that revision each time it creates a gradebook:
+# a Python of its own that imports nbgrader again (4 s of CPU on 2 cores, 2 of them compiling
+# rfc3987_syntax's grammar: tilegym_edu/__init__.py), for every course copy a grading or a test
+# makes. Same scripts, same alembic, same answer, without the process.
+nbgrader.api.get_alembic_version = gradebook_schema_revision
 
 
 class CourseError(Exception):
@@ -105,8 +124,8 @@ def nbgrader_api(root: Path, whole_lessons: bool = True) -> NbGraderAPI:
     """nbgrader's API on the course; ``whole_lessons=False`` when the notebooks graded hold
     only some of the lesson's graded cells on purpose (``autograde.grade(exercises=...)``),
     which nbgrader would otherwise put back and run."""
-    # nbgrader runs the `alembic` executable, and the grading kernel's spec runs `python`:
-    # both must be this environment's, also when it is not activated.
+    # The grading kernel's spec runs `python`: it must be this environment's, also when it is
+    # not activated.
     bin_dir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
