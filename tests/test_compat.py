@@ -178,3 +178,38 @@ def test_a_copied_ast_node_shares_its_context_whatever_hangs_on_it():
         copied = copy.deepcopy(name)
         assert copied is not name and copied.id == "y" and copied.ctx is context
     assert ast.unparse(copy.deepcopy(tree)) == ast.unparse(tree)
+
+
+@triton.jit
+def _index_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, offsets * 3 - 1, mask=offsets < n)
+
+
+def test_the_interpreter_skips_the_overflow_checks_whose_verdict_it_drops(monkeypatch):
+    """Without ``debug`` the interpreter throws an overflow check's verdict away: after the
+    patch no int32 +, - or * of a kernel is done again in int64, and its values stay the same.
+    With ``debug`` on, the checks stay."""
+    import dataclasses
+
+    from triton.runtime import interpreter
+    builder, semantic = interpreter.interpreter_builder, type(interpreter.interpreter_semantic)
+    casts, cast = [], semantic.cast
+    monkeypatch.setattr(semantic, "cast", lambda self, x, ty, *a: casts.append(ty) or
+                        cast(self, x, ty, *a))
+
+    def int64_casts_in_a_launch() -> int:
+        casts.clear()
+        out = torch.empty(40, dtype=torch.int32)
+        _index_kernel[(3,)](out, 40, BLOCK=16)
+        assert torch.equal(out, torch.arange(40, dtype=torch.int32) * 3 - 1)
+        return sum(ty == tl.int64 for ty in casts)
+
+    as_triton_has_them = dataclasses.replace(builder.options, sanitize_overflow=True)
+    monkeypatch.setattr(builder, "options", as_triton_has_them)
+    assert not builder.options.debug and int64_casts_in_a_launch() > 0
+    compat.patch_interpreter()
+    assert builder.options.sanitize_overflow is False and int64_casts_in_a_launch() == 0
+    builder.options = dataclasses.replace(as_triton_has_them, debug=True)
+    compat.patch_interpreter()
+    assert builder.options.sanitize_overflow is True
