@@ -45,9 +45,10 @@ def gradebook_schema_revision() -> str:
 
 
 # nbgrader asks a subprocess, `alembic heads`, for that revision each time it creates a gradebook:
-# a Python of its own that imports nbgrader again (4 s of CPU on 2 cores, 2 of them compiling
-# rfc3987_syntax's grammar: tilegym_edu/__init__.py), for every course copy a grading or a test
-# makes. Same scripts, same alembic, same answer, without the process.
+# a Python of its own that imports nbgrader again (and compiles rfc3987_syntax's grammar:
+# tilegym_edu/__init__.py), for every course copy a grading or a test makes. Same scripts, same
+# alembic, same answer, without the process: grading blank lesson 00 into a new gradebook took
+# 7.2 s, where it took 9.9 s with the subprocess (medians of 5, 2 cores, 2026-12-06).
 nbgrader.api.get_alembic_version = gradebook_schema_revision
 
 
