@@ -156,11 +156,13 @@ def packed(lesson: str, submissions: list[Submission]) -> list[list[Submission]]
 
 
 def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_path_factory,
-                    prefix: str) -> list[tuple[list[Submission], Path, str, list[str]]]:
+                    prefix: str, cells=graded_here
+                    ) -> list[tuple[list[Submission], Path, str, list[str]]]:
     """The gradings that cover ``submissions`` of ``lesson``: per packed group, (its members,
     the folder of one notebook with every member's edits made on the solution at ``root``, a
     student id ``prefix`` + the first member's name, the exercises to grade: the members'
-    graded_here, in the lesson's order)."""
+    ``cells(lesson, member)``, in the lesson's order). ``cells`` is graded_here without a GPU;
+    on one, affected_exercises (every cell the edits reach, interpreter_cells or not)."""
     solution = root / "solutions" / lesson / f"{lesson}.ipynb"
     gradings = []
     for members in packed(lesson, submissions):
@@ -168,7 +170,7 @@ def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_
                               {k: v for m in members for k, v in m.edits.items()})
         folder = together.write(solution, tmp_path_factory.mktemp(f"{prefix}{members[0].name}"))
         exercises = [e for e in lesson_points(lesson)
-                     if any(e in graded_here(lesson, m) for m in members)]
+                     if any(e in cells(lesson, m) for m in members)]
         gradings.append((members, folder, f"{prefix}{members[0].name}", exercises))
     return gradings
 

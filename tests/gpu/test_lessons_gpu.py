@@ -69,7 +69,8 @@ def submissions_on_gpu(course_copy, grade_on_gpu, tmp_path_factory):
             graded[lesson] = {}
             submissions = [case.submission for case in gpu_submissions_of(lesson)]
             for members, folder, student, exercises in packed_gradings(
-                    lesson, submissions, course_copy, tmp_path_factory, f"gpu{lesson[:2]}_"):
+                    lesson, submissions, course_copy, tmp_path_factory, f"gpu{lesson[:2]}_",
+                    cells=affected_exercises):
                 report = grade_on_gpu(lesson, student, folder, exercises)
                 graded[lesson].update({m.name: report for m in members})
         return graded[lesson]
