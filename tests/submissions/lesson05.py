@@ -64,9 +64,10 @@ def direct_pixel_kernel(x_ptr, w_ptr, y_ptr, N, H, W, C, K, P, Q, R, S, STRIDE_H
 # loop over c loads the same bytes and fails the same way, only slower in the interpreter).
 # Right everywhere (2a, 2b), and it stores y once; but every program loads all the filters
 # again, so the traffic check's loads go over the budget of 16 x 16 tiles (5.4 times on its
-# layer). The interpreter runs it a program per pixel: 95 s on 2a and 2b (2 cores, 2026-12-06;
-# the solution's kernel takes 5 s), so here it is graded on the traffic check alone, and on a
-# GPU, through GPU_SUBMISSIONS, on every cell it reaches (its speed cells there too).
+# layer). The interpreter runs it a program per pixel: 35 s on 2a and 2b (2 cores, 2026-12-06,
+# 95 s before the interpreter's dropped overflow checks went; the solution's kernel takes 5 s),
+# so here it is graded on the traffic check alone, and on a GPU, through GPU_SUBMISSIONS, on
+# every cell it reaches (its speed cells there too).
 DIRECT_ONE_PIXEL_PER_PROGRAM = Submission(
     "direct_one_pixel_per_program", {CONV: (LAUNCH_TUNED, LAUNCH_DIRECT + DIRECT_PIXEL_KERNEL)},
     loses=(TRAFFIC,), reason="over the budget of 221,184",
