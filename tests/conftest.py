@@ -2,7 +2,6 @@
 import tilegym_edu  # noqa: F401
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,17 +49,16 @@ def course_copy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def lesson_grading(tmp_path_factory):
     """Every lesson's solution and known-wrong submissions graded (tests/lesson_checks.py), in
-    one pool of graders on a copy of the course of its own, run from a background thread: a
-    Future of {lesson: {"solution" or submission: report}}. It takes minutes of every core."""
-    from tests.lesson_checks import LESSONS, grade_lessons, grading_pool
+    one pool of graders on a copy of the course of its own: {lesson: {"solution" or
+    submission: Future of its report}}, started now and graded beside the tests that follow.
+    It takes minutes of every core."""
+    from tests.lesson_checks import LESSONS, grading_pool, start_lesson_gradings
     root = copy_of_the_course(tmp_path_factory, "lesson-course")
     pool = grading_pool()
-    runner = ThreadPoolExecutor(1, thread_name_prefix="lesson-grading")
     try:
-        yield runner.submit(grade_lessons, LESSONS, root, tmp_path_factory, pool)
+        yield start_lesson_gradings(LESSONS, root, tmp_path_factory, pool)
     finally:  # a session cut short drops the gradings not yet started instead of waiting
         pool.shutdown(wait=False, cancel_futures=True)
-        runner.shutdown()
         pool.shutdown()
 
 
@@ -95,5 +93,5 @@ def lesson_reports(lesson_grading):
     each of its known-wrong submissions (tests/submissions/lessonNN.py), graded once a session
     for every lesson (lesson_grading)."""
     def reports(lesson: str) -> dict:
-        return lesson_grading.result()[lesson]
+        return {name: grading.result() for name, grading in lesson_grading[lesson].items()}
     return reports

@@ -2,13 +2,14 @@
 session, and compare its grade table with the solution's."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import multiprocessing
 import os
 import shutil
 from collections.abc import Collection
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -38,15 +39,31 @@ def solution_notebook(lesson: str) -> Path:
 def solution_cells(lesson: str) -> dict[str, str]:
     """{grade id: source} of the solution notebook's cells that have a grade id."""
     cells = [(c.metadata.get("nbgrader", {}).get("grade_id"), c.source)
-             for c in nbformat.read(solution_notebook(lesson), as_version=4).cells]
+             for c in _solution(lesson).cells]
     found = {grade_id: source for grade_id, source in cells if grade_id}
     assert len(found) == sum(1 for grade_id, _ in cells if grade_id), "a grade id used twice"
     return found
 
 
+@functools.cache
+def _solution(lesson: str) -> nbformat.NotebookNode:
+    """The lesson's solution notebook, read once a process (callers only read it)."""
+    return nbformat.read(solution_notebook(lesson), as_version=4)
+
+
 def _graded_cells(lesson: str):
-    return [c for c in nbformat.read(solution_notebook(lesson), as_version=4).cells
-            if c.metadata.get("nbgrader", {}).get("grade")]
+    return [c for c in _solution(lesson).cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+@functools.cache
+def _run_cells(lesson: str) -> list[tuple[str | None, str, set[str], set[str], bool]]:
+    """(grade id, source, names it binds, names it reads from earlier cells, graded) of each
+    code cell of the solution that grading runs (demonstrations left out), in order: names_of
+    once per cell a process, where affected_exercises would parse each cell per submission."""
+    return [(cell.metadata.get("nbgrader", {}).get("grade_id"), cell.source,
+             *grading_input.names_of(cell.source), grading_input.is_graded(cell))
+            for cell in _solution(lesson).cells
+            if cell.cell_type == "code" and not grading_input.is_demonstration(cell)]
 
 
 def _submissions_module(lesson: str):
@@ -71,20 +88,15 @@ def affected_exercises(lesson: str, wrong: Submission) -> list[str]:
     solution's code on the solution's inputs, so grading it again would only repeat the
     solution's result."""
     tainted, affected = set(), []
-    for cell in nbformat.read(solution_notebook(lesson), as_version=4).cells:
-        if cell.cell_type != "code" or grading_input.is_demonstration(cell):
-            continue
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        bound, read = grading_input.names_of(cell.source)
+    for grade_id, source, bound, read, graded in _run_cells(lesson):
         if grade_id in wrong.edits:
             old, new = wrong.edits[grade_id]
-            edited = grading_input.names_of(cell.source.replace(old, new))[0]
-            tainted |= bound | edited
+            tainted |= bound | grading_input.names_of(source.replace(old, new))[0]
         elif read & tainted:
             tainted |= bound
         else:
             continue
-        if grading_input.is_graded(cell):
+        if graded:
             affected.append(grade_id)
     return affected
 
@@ -169,8 +181,8 @@ def packed_gradings(lesson: str, submissions: list[Submission], root: Path, tmp_
         together = Submission("+".join(m.name for m in members),
                               {k: v for m in members for k, v in m.edits.items()})
         folder = together.write(solution, tmp_path_factory.mktemp(f"{prefix}{members[0].name}"))
-        exercises = [e for e in lesson_points(lesson)
-                     if any(e in cells(lesson, m) for m in members)]
+        graded = set().union(*(cells(lesson, m) for m in members))
+        exercises = [e for e in lesson_points(lesson) if e in graded]
         gradings.append((members, folder, f"{prefix}{members[0].name}", exercises))
     return gradings
 
@@ -186,15 +198,21 @@ def grading_pool() -> ProcessPoolExecutor:
     return pool
 
 
-def grade_lessons(lessons: list[str], root: Path, tmp_path_factory,
-                  pool: ProcessPoolExecutor) -> dict[str, dict[str, grade_report.GradeReport]]:
+def start_lesson_gradings(lessons: list[str], root: Path, tmp_path_factory,
+                          pool: ProcessPoolExecutor) -> dict[str, dict[str, Future]]:
     """{lesson: {"solution": the solution graded whole, and per known-wrong submission's name:
-    the grading that holds its affected_exercises}}. Each lesson's submissions are graded in
-    packed groups, each group as one notebook with every member's edits, on the members'
-    affected exercises only. Every grading of every lesson goes to ``pool`` (grading_pool), the
-    solutions first (the longest), so no worker waits for another lesson's last grading; each
-    worker grades in its own copy of the course at ``root``; student ids are prefixed with the
-    lesson number so lessons never share one."""
+    the grading that holds its affected_exercises}}, each a Future of its GradeReport. Each
+    lesson's submissions are graded in packed groups, each group as one notebook with every
+    member's edits, on the members' affected exercises only. Every grading of every lesson
+    goes to ``pool`` (grading_pool), the solutions first (the longest), so no worker waits for
+    another lesson's last grading; each worker grades in its own copy of the course at
+    ``root``; student ids are prefixed with the lesson number so lessons never share one.
+
+    The notebooks are written here, in the calling thread, before this returns (about 1 s):
+    never from a second thread of the test process, because Python 3.11 keeps one AST
+    recursion counter for all threads, and an ``ast.parse`` in one thread while another is
+    inside one fails the second with "SystemError: AST constructor recursion depth mismatch"
+    (python/cpython#106905; CI, 2026-12-06: every lesson grading failed on it)."""
     solutions, packs, graded_in = {}, {}, {}
     for lesson in lessons:
         prefix = f"l{lesson[:2]}_"
@@ -207,9 +225,8 @@ def grade_lessons(lessons: list[str], root: Path, tmp_path_factory,
     futures = {key: pool.submit(_grade_in_own_course, key[0], str(folder), student, str(root),
                                 str(workspace), exercises)
                for key, (folder, student, exercises) in {**solutions, **packs}.items()}
-    reports = {key: future.result() for key, future in futures.items()}
-    return {lesson: {"solution": reports[(lesson, "solution")],
-                     **{member: reports[job] for (of, member), job in graded_in.items()
+    return {lesson: {"solution": futures[(lesson, "solution")],
+                     **{member: futures[job] for (of, member), job in graded_in.items()
                         if of == lesson}}
             for lesson in lessons}
 
